@@ -1,0 +1,1 @@
+"""sparkengine: the bundled reference serving engine."""

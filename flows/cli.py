@@ -1,0 +1,69 @@
+"""The `sparkgate` command line: one typer app, one place that turns errors into exit codes.
+
+Each area registers its commands from a module of `flows.commands`; this module only assembles
+them and owns the error boundary: a `SparkgateError` becomes its one-line message on stderr and
+its exit code (2 for bad input), never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from flows import __version__
+from flows.commands import register_all
+from flows.console import err_console
+from flows.errors import SparkgateError
+
+app = typer.Typer(
+    name="sparkgate",
+    help="Qualify, promote and review releases of an LLM serving recipe on a small cluster.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sparkgate {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Qualify, promote and review releases of an LLM serving recipe on a small cluster."""
+
+
+register_all(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except SparkgateError as error:
+        err_console.print(str(error), markup=False, highlight=False)
+        return error.exit_code
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.ClickException as usage:
+        usage.show()
+        return usage.exit_code
+    except click.exceptions.Abort:
+        err_console.print("aborted", markup=False)
+        return 130
+    except KeyboardInterrupt:
+        err_console.print("interrupted", markup=False)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

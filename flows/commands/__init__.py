@@ -1,0 +1,9 @@
+"""Command groups of the CLI, one module per area, assembled by `flows.cli`."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register_all(app: typer.Typer) -> None:
+    """Attach every area's commands to the root app (imports stay local to keep startup fast)."""

@@ -1,0 +1,102 @@
+"""One exception hierarchy for the whole pipeline.
+
+Every error a user can cause or meet derives from `SparkgateError`, so the CLI can turn each one
+into a clean message and an exit code instead of a traceback. Spec errors (bad input) exit 2 and
+are raised before anything is started; everything else exits 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SparkgateError(Exception):
+    """Base of every error sparkgate raises on purpose."""
+
+    exit_code = 1
+
+
+class SpecError(SparkgateError):
+    """A declarative file is invalid: names the file, the line and the key path.
+
+    Rendered as `FILE:LINE: key.path: what is wrong (expected ...)`.
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: Path | str | None = None,
+        line: int | None = None,
+        key: str = "",
+        expected: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.line = line
+        self.key = key
+        self.expected = expected
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = self.file or "<input>"
+        if self.line is not None:
+            where = f"{where}:{self.line}"
+        text = f"{where}: {self.key or '(top level)'}: {self.message}"
+        if self.expected:
+            text += f" (expected {self.expected})"
+        return text
+
+
+class MultipleSpecError(SpecError):
+    """Several independent problems found in one pass over a file; each is a `SpecError`."""
+
+    def __init__(self, errors: list[SpecError]) -> None:
+        self.errors = errors
+        first = errors[0]
+        super().__init__(
+            first.message, file=first.file, line=first.line, key=first.key, expected=first.expected
+        )
+
+    def render(self) -> str:
+        return (
+            "\n".join(error.render() for error in getattr(self, "errors", [])) or super().render()
+        )
+
+
+class ClusterError(SparkgateError):
+    """Something went wrong driving the nodes of a cluster."""
+
+
+class TransportError(ClusterError):
+    """A node could not be reached, or a command on it could not be run."""
+
+
+class HostKeyError(TransportError):
+    """A node's SSH host key is unknown or has changed; we never accept it silently."""
+
+
+class LockHeldError(ClusterError):
+    """The cluster is locked by another qualification."""
+
+
+class BuildError(ClusterError):
+    """Building or distributing a release failed."""
+
+
+class BootError(ClusterError):
+    """A boot failed: names the node, the rank and the cause."""
+
+
+class BenchError(SparkgateError):
+    """A benchmark could not be run or compared."""
+
+
+class GateFailedError(SparkgateError):
+    """A qualification gate ran and its verdict is a failure."""
+
+
+class RecordError(SparkgateError):
+    """An experiments record is missing, malformed or does not verify."""

@@ -1,0 +1,38 @@
+"""Project-local paths and the Prefect environment, fixed before anything imports prefect.
+
+Prefect reads its settings at import time, so `prefect_environment()` must run first: it points
+PREFECT_HOME at a folder inside the project (no state in the user's home), raises the embedded
+server's startup timeout for small machines and turns telemetry off. A PREFECT_API_URL the user
+set is left alone: then a real server is used instead of the embedded one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+STATE_DIR_NAME = ".sparkgate"
+
+
+def project_root() -> Path:
+    """The checkout sparkgate runs from: SPARKGATE_ROOT, else the current directory."""
+    return Path(os.environ.get("SPARKGATE_ROOT", Path.cwd())).resolve()
+
+
+def state_dir() -> Path:
+    """Project-local state (Prefect home, results, lab hosts, builds); ignored by git."""
+    return project_root() / STATE_DIR_NAME
+
+
+def prefect_environment() -> None:
+    """Set Prefect's environment defaults; call before the first `import prefect`."""
+    home = state_dir() / "prefect"
+    defaults = {
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
+    }
+    for name, value in defaults.items():
+        os.environ.setdefault(name, value)
