@@ -1,0 +1,1 @@
+"""Nodes and how to reach them: transports, runtimes, boots, caches, evidence, lock, lab hosts."""

@@ -1,0 +1,173 @@
+"""What every transport offers, and the one way a command line is turned into shell text.
+
+The pipeline drives nodes through this small interface so the same code runs a rank as a local
+subprocess or on a GB10 host over SSH. Remote shells only ever see text produced by
+`shell_command`, which quotes every argument: a node name or path such as `x; rm -rf /` from a
+YAML file reaches the program as one literal argument and never runs as shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from flows.errors import TransportError
+
+DEFAULT_TIMEOUT_S = 60.0
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class CommandResult(BaseModel):
+    """The outcome of one finished command on one node."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    argv: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited with status 0."""
+        return self.rc == 0
+
+    def check(self) -> CommandResult:
+        """Return self, or raise a TransportError naming node, command and stderr on failure."""
+        if self.rc != 0:
+            tail = (self.stderr or self.stdout).strip()[-400:]
+            raise TransportError(
+                f"{self.node}: `{shlex.join(self.argv)}` exited {self.rc}: {tail or '(no output)'}"
+            )
+        return self
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Run commands, start background processes and move files on one node."""
+
+    node: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        """Run argv to completion; raise TransportError on timeout or when unreachable."""
+        ...
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout_path: str,
+        stderr_path: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> int:
+        """Start argv in the background in its own process group; return its pid (= pgid)."""
+        ...
+
+    def is_alive(self, pid: int) -> bool:
+        """True while the process exists and is not a zombie."""
+        ...
+
+    def kill(self, pid: int, sig: int = signal.SIGTERM, *, group: bool = True) -> None:
+        """Send sig to the process (or its whole group); a process already gone is not an error."""
+        ...
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a local file to the node."""
+        ...
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy a file from the node to this machine."""
+        ...
+
+    def read_text(self, remote: str) -> str:
+        """Read a text file on the node."""
+        ...
+
+    def write_text(self, remote: str, text: str) -> None:
+        """Write a text file on the node (not atomic; use a temp file and `mv` for that)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the transport reconnects on next use."""
+        ...
+
+
+def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """Validate environment names so they can never smuggle shell syntax."""
+    checked = dict(env or {})
+    for name in checked:
+        if not _ENV_NAME.fullmatch(name):
+            raise TransportError(f"invalid environment variable name {name!r}")
+    return checked
+
+
+def _words(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+    if not argv:
+        raise TransportError("empty command")
+    variables = check_env(env)
+    if not variables:
+        return list(argv)
+    return ["env", "--", *(f"{k}={v}" for k, v in variables.items()), *argv]
+
+
+def _cd(cwd: str | None) -> str:
+    return "" if cwd is None else f"cd -- {shlex.quote(cwd)} || exit 1\n"
+
+
+def shell_command(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> str:
+    """Quote argv (plus env and cwd) into POSIX shell text that runs exactly that argv."""
+    return _cd(cwd) + "exec " + shlex.join(_words(argv, env))
+
+
+def background_command(
+    argv: Sequence[str],
+    *,
+    stdout_path: str,
+    stderr_path: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> str:
+    """Shell text that starts argv detached in a new session and prints its pid.
+
+    `setsid` in a non-interactive shell does not fork (the background job is not a group
+    leader), so `$!` is the pid of the new session and process group.
+    """
+    err = "2>&1" if stderr_path is None else f"2>> {shlex.quote(stderr_path)}"
+    line = shlex.join(["setsid", *_words(argv, env)])
+    return f"{_cd(cwd)}{line} < /dev/null >> {shlex.quote(stdout_path)} {err} &\necho $!"
+
+
+def parse_pid(node: str, stdout: str) -> int:
+    """The pid printed by `background_command`, or a TransportError."""
+    text = stdout.strip().splitlines()
+    if not text or not text[-1].isdigit():
+        raise TransportError(f"{node}: could not start process (no pid in {stdout!r})")
+    return int(text[-1])
+
+
+def ps_state_alive(ps_output: str) -> bool:
+    """Interpret `ps -o stat= -p PID`: alive when listed and not a zombie (Z) or dead (X)."""
+    state = ps_output.strip()
+    return bool(state) and state[0] not in "ZX"

@@ -1,0 +1,158 @@
+"""The `local` transport: nodes that are this machine, driven with plain subprocesses.
+
+Used by the local cluster (ranks as processes on one host) and by tests. Commands never go
+through a shell: argv is handed to the kernel as a list, so nothing in it is interpreted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from flows.cluster.transport.base import (
+    DEFAULT_TIMEOUT_S,
+    CommandResult,
+    check_env,
+    ps_state_alive,
+)
+from flows.errors import TransportError
+
+
+class LocalTransport:
+    """Run commands and move files on this machine, under the name of a cluster node."""
+
+    def __init__(self, node: str = "local") -> None:
+        self.node = node
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        """Run argv as a subprocess; on timeout its process group is killed."""
+        began = time.monotonic()
+        try:
+            child = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, **check_env(env)},
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise TransportError(f"{self.node}: cannot run {argv[0]!r}: {error}") from error
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as expired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            raise TransportError(
+                f"{self.node}: `{argv[0]}` timed out after {timeout:g} s"
+            ) from expired
+        result = CommandResult(
+            node=self.node,
+            argv=tuple(argv),
+            rc=child.returncode,
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            duration=time.monotonic() - began,
+        )
+        return result.check() if check else result
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout_path: str,
+        stderr_path: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> int:
+        """Start argv detached in a new session with output appended to files; return its pid."""
+        try:
+            with Path(stdout_path).open("ab") as out:
+                err_file = Path(stderr_path).open("ab") if stderr_path else None  # noqa: SIM115
+                try:
+                    child = subprocess.Popen(
+                        list(argv),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err_file or subprocess.STDOUT,
+                        env={**os.environ, **check_env(env)},
+                        cwd=cwd,
+                        start_new_session=True,
+                    )
+                finally:
+                    if err_file is not None:
+                        err_file.close()
+        except OSError as error:
+            raise TransportError(f"{self.node}: cannot start {argv[0]!r}: {error}") from error
+        with self._lock:
+            self._children[child.pid] = child
+        return child.pid
+
+    def is_alive(self, pid: int) -> bool:
+        """Reap our own children first, so a finished one never looks alive as a zombie."""
+        with self._lock:
+            child = self._children.get(pid)
+        if child is not None:
+            return child.poll() is None
+        probe = self.run(["ps", "-o", "stat=", "-p", str(pid)], timeout=10)
+        return probe.ok and ps_state_alive(probe.stdout)
+
+    def kill(self, pid: int, sig: int = signal.SIGTERM, *, group: bool = True) -> None:
+        """Signal the process or its group; a process already gone is fine."""
+        with contextlib.suppress(ProcessLookupError):
+            if group:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a file (the node is this machine)."""
+        self._copy(local, Path(remote))
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy a file (the node is this machine)."""
+        self._copy(Path(remote), local)
+
+    def read_text(self, remote: str) -> str:
+        """Read a text file."""
+        try:
+            return Path(remote).read_text()
+        except OSError as error:
+            raise TransportError(f"{self.node}: cannot read {remote}: {error}") from error
+
+    def write_text(self, remote: str, text: str) -> None:
+        """Write a text file."""
+        try:
+            Path(remote).write_text(text)
+        except OSError as error:
+            raise TransportError(f"{self.node}: cannot write {remote}: {error}") from error
+
+    def close(self) -> None:
+        """Nothing to release locally."""
+
+    def _copy(self, source: Path, target: Path) -> None:
+        try:
+            shutil.copyfile(source, target)
+        except OSError as error:
+            raise TransportError(
+                f"{self.node}: cannot copy {source} to {target}: {error}"
+            ) from error

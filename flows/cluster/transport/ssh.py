@@ -1,0 +1,399 @@
+"""The `ssh` transport: GB10 hosts (or lab namespaces) driven over one paramiko connection each.
+
+Host keys are verified against known_hosts and never accepted silently: an unknown or changed key
+is a HostKeyError that says what to check, unless the cluster file explicitly sets
+`accept_unknown_host_keys`. `~/.ssh/config` is honoured (HostName, User, Port, IdentityFile,
+UserKnownHostsFile), explicit cluster settings win over it. Every remote command is shell text
+built by `shell_command`, i.e. quoted argv, so nothing from a spec ever runs as shell.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import paramiko
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.cluster.transport.base import (
+    DEFAULT_TIMEOUT_S,
+    CommandResult,
+    background_command,
+    parse_pid,
+    ps_state_alive,
+    shell_command,
+)
+from flows.errors import HostKeyError, TransportError
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+DEFAULT_SSH_CONFIG = Path("~/.ssh/config")
+DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+
+
+class SshSettings(BaseModel):
+    """How to reach one node over SSH; None means "from ~/.ssh/config, else the default"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    key_file: Path | None = None
+    known_hosts: Path | None = None
+    ssh_config: Path | None = DEFAULT_SSH_CONFIG
+    accept_unknown_host_keys: bool = False
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    connect_attempts: int = Field(default=3, ge=1)
+    retry_backoff_s: float = Field(default=0.5, ge=0)
+    keepalive_s: int = Field(default=5, ge=0)
+
+
+class SshTarget(BaseModel):
+    """Where a connection actually goes once settings and ~/.ssh/config are combined."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hostname: str
+    port: int
+    user: str | None
+    key_files: tuple[Path, ...]
+    known_hosts: Path
+
+
+def resolve_target(settings: SshSettings, config: paramiko.SSHConfig | None) -> SshTarget:
+    """Combine explicit settings (first), the ssh config entry for the host, then defaults."""
+    entry = config.lookup(settings.host) if config is not None else {}
+    port = settings.port or int(entry.get("port", 22))
+    user = settings.user or entry.get("user")
+    if settings.key_file is not None:
+        keys: tuple[Path, ...] = (settings.key_file.expanduser(),)
+    else:
+        keys = tuple(Path(item).expanduser() for item in entry.get("identityfile", []))
+    known = settings.known_hosts
+    if known is None:
+        configured = str(entry.get("userknownhostsfile", "")).split()
+        known = Path(configured[0]) if configured else DEFAULT_KNOWN_HOSTS
+    return SshTarget(
+        hostname=entry.get("hostname", settings.host),
+        port=port,
+        user=user,
+        key_files=keys,
+        known_hosts=known.expanduser(),
+    )
+
+
+def load_ssh_config(path: Path | None) -> paramiko.SSHConfig | None:
+    """Parse an ssh config file; a missing file means no config."""
+    if path is None or not path.expanduser().is_file():
+        return None
+    return paramiko.SSHConfig.from_path(str(path.expanduser()))
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH-style SHA256 fingerprint, as `ssh-keygen -l` prints it."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class _RefuseUnknownHost(paramiko.MissingHostKeyPolicy):
+    """Refuse a host whose key is not in known_hosts, with a message that says what to do."""
+
+    def __init__(self, node: str, target: SshTarget) -> None:
+        self.node = node
+        self.target = target
+
+    def missing_host_key(
+        self,
+        client: paramiko.SSHClient,  # noqa: ARG002 - paramiko's signature
+        hostname: str,
+        key: paramiko.PKey,
+    ) -> None:
+        raise HostKeyError(
+            f"{self.node}: host key of {hostname} is unknown ({key.get_name()} "
+            f"{fingerprint(key)}; not in {self.target.known_hosts}); verify it, then add it "
+            f"(ssh-keyscan -p {self.target.port} {self.target.hostname} >> "
+            f"{self.target.known_hosts}) or set accept_unknown_host_keys: true in the cluster file"
+        )
+
+
+class _AcceptUnknownHost(paramiko.MissingHostKeyPolicy):
+    """Accept an unknown key for this session only, loudly (the cluster file asked for it)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        log.warning(
+            "%s: accepting unknown host key of %s (%s %s) because accept_unknown_host_keys is set",
+            self.node,
+            hostname,
+            key.get_name(),
+            fingerprint(key),
+        )
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class SshTransport:
+    """One reused, thread-safe SSH connection (plus SFTP) to one node."""
+
+    def __init__(self, node: str, settings: SshSettings) -> None:
+        self.node = node
+        self.settings = settings
+        self.target = resolve_target(settings, load_ssh_config(settings.ssh_config))
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._connect_lock = threading.Lock()
+        self._sftp_lock = threading.Lock()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _connection(self) -> paramiko.Transport:
+        with self._connect_lock:
+            client = self._client
+            if client is not None:
+                transport = client.get_transport()
+                if transport is not None and transport.is_active():
+                    return transport
+                self._drop_locked()
+            client = self._connect_with_retries()
+            self._client = client
+            transport = client.get_transport()
+            if transport is None:  # pragma: no cover - connect() always sets one
+                raise TransportError(f"{self.node}: connection has no transport")
+            return transport
+
+    def _connect_with_retries(self) -> paramiko.SSHClient:
+        last: Exception | None = None
+        for attempt in range(self.settings.connect_attempts):
+            if attempt:
+                time.sleep(self.settings.retry_backoff_s * 2 ** (attempt - 1))
+            try:
+                return self._connect_once()
+            except (HostKeyError, TransportError):
+                raise
+            except (OSError, EOFError, paramiko.SSHException) as error:
+                last = error
+                log.info("%s: connect attempt %d failed: %s", self.node, attempt + 1, error)
+        raise TransportError(
+            f"{self.node}: cannot reach {self._where()} after "
+            f"{self.settings.connect_attempts} attempts: {last}"
+        )
+
+    def _connect_once(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        if self.target.known_hosts.is_file():
+            client.load_host_keys(str(self.target.known_hosts))
+        if self.settings.accept_unknown_host_keys:
+            client.set_missing_host_key_policy(_AcceptUnknownHost(self.node))
+        else:
+            client.set_missing_host_key_policy(_RefuseUnknownHost(self.node, self.target))
+        timeout = self.settings.connect_timeout_s
+        try:
+            client.connect(
+                self.target.hostname,
+                port=self.target.port,
+                username=self.target.user,
+                key_filename=[str(path) for path in self.target.key_files] or None,  # type: ignore[arg-type]
+                allow_agent=True,
+                look_for_keys=not self.target.key_files,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+            )
+        except paramiko.BadHostKeyException as error:
+            client.close()
+            raise HostKeyError(
+                f"{self.node}: host key of {self._where()} CHANGED: known_hosts "
+                f"({self.target.known_hosts}) has {fingerprint(error.expected_key)}, the host "
+                f"offered {fingerprint(error.key)}; if the host was reinstalled, remove the old "
+                f"entry (ssh-keygen -R {self.target.hostname}), otherwise treat this as an attack"
+            ) from error
+        except paramiko.AuthenticationException as error:
+            client.close()
+            raise TransportError(
+                f"{self.node}: authentication to {self._where()} failed: {error}"
+            ) from error
+        except BaseException:
+            client.close()
+            raise
+        transport = client.get_transport()
+        if transport is not None and self.settings.keepalive_s:
+            transport.set_keepalive(self.settings.keepalive_s)
+        return client
+
+    def _where(self) -> str:
+        user = f"{self.target.user}@" if self.target.user else ""
+        return f"{user}{self.target.hostname}:{self.target.port}"
+
+    def _drop_locked(self) -> None:
+        with self._sftp_lock:
+            if self._sftp is not None:
+                with contextlib.suppress(Exception):
+                    self._sftp.close()
+                self._sftp = None
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None
+
+    def close(self) -> None:
+        """Close the connection; the next call reconnects."""
+        with self._connect_lock:
+            self._drop_locked()
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def _exec(self, text: str, timeout: float, label: str) -> tuple[int, str, str, float]:
+        began = time.monotonic()
+        deadline = began + timeout
+        transport = self._connection()
+        try:
+            channel = transport.open_session(timeout=max(deadline - time.monotonic(), 0.1))
+        except (OSError, EOFError, paramiko.SSHException) as error:
+            self.close()
+            raise TransportError(
+                f"{self.node}: cannot open a session for `{label}`: {error}"
+            ) from error
+        out, err = bytearray(), bytearray()
+        try:
+            channel.exec_command(text)
+            channel.shutdown_write()
+            pause = 0.001
+            while True:
+                moved = _drain(channel, out, err)
+                if channel.exit_status_ready() and not moved:
+                    _drain(channel, out, err)
+                    break
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise TransportError(
+                        f"{self.node}: `{label}` timed out after {timeout:g} s (on {self._where()})"
+                    )
+                pause = 0.001 if moved else min(pause * 2, 0.02)
+                time.sleep(pause)
+            rc = channel.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException) as error:
+            self.close()
+            raise TransportError(
+                f"{self.node}: connection lost during `{label}`: {error}"
+            ) from error
+        finally:
+            channel.close()
+        return (
+            rc,
+            out.decode(errors="replace"),
+            err.decode(errors="replace"),
+            time.monotonic() - began,
+        )
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        """Run argv on the node (quoted, never shell-interpreted) and wait for it."""
+        text = shell_command(argv, env=env, cwd=cwd)
+        rc, out, err, duration = self._exec(text, timeout, argv[0])
+        result = CommandResult(
+            node=self.node, argv=tuple(argv), rc=rc, stdout=out, stderr=err, duration=duration
+        )
+        return result.check() if check else result
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout_path: str,
+        stderr_path: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> int:
+        """Start argv detached (new session, own process group) with output to files."""
+        text = background_command(
+            argv, stdout_path=stdout_path, stderr_path=stderr_path, env=env, cwd=cwd
+        )
+        rc, out, err, _ = self._exec(text, DEFAULT_TIMEOUT_S, argv[0])
+        if rc != 0:
+            raise TransportError(f"{self.node}: cannot start {argv[0]!r}: {err.strip() or rc}")
+        return parse_pid(self.node, out)
+
+    def is_alive(self, pid: int) -> bool:
+        """True while the process exists on the node and is not a zombie."""
+        probe = self.run(["ps", "-o", "stat=", "-p", str(pid)], timeout=30)
+        return probe.ok and ps_state_alive(probe.stdout)
+
+    def kill(self, pid: int, sig: int = signal.SIGTERM, *, group: bool = True) -> None:
+        """Signal the process (or its group) on the node; already gone is fine."""
+        name = signal.Signals(sig).name.removeprefix("SIG")
+        target = f"-{pid}" if group else str(pid)
+        result = self.run(["kill", "-s", name, "--", target], timeout=30)
+        if not result.ok and "no such process" not in result.stderr.lower():
+            result.check()
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _sftp_call(self, what: str, action: Callable[[paramiko.SFTPClient], _T]) -> _T:
+        transport = self._connection()
+        with self._sftp_lock:
+            try:
+                if self._sftp is None:
+                    self._sftp = paramiko.SFTPClient.from_transport(transport)
+                if self._sftp is None:  # pragma: no cover - paramiko returns None only on failure
+                    raise TransportError(f"{self.node}: SFTP unavailable")
+                return action(self._sftp)
+            except (OSError, EOFError, paramiko.SSHException) as error:
+                raise TransportError(f"{self.node}: {what}: {error}") from error
+
+    def put(self, local: Path, remote: str) -> None:
+        """Upload a file over SFTP."""
+        self._sftp_call(f"cannot upload {local} to {remote}", lambda s: s.put(str(local), remote))
+
+    def get(self, remote: str, local: Path) -> None:
+        """Download a file over SFTP."""
+        self._sftp_call(f"cannot download {remote}", lambda s: s.get(remote, str(local)))
+
+    def read_text(self, remote: str) -> str:
+        """Read a text file over SFTP."""
+
+        def read(sftp: paramiko.SFTPClient) -> str:
+            with sftp.open(remote, "rb") as handle:
+                return bytes(handle.read()).decode(errors="replace")
+
+        return self._sftp_call(f"cannot read {remote}", read)
+
+    def write_text(self, remote: str, text: str) -> None:
+        """Write a text file over SFTP."""
+
+        def write(sftp: paramiko.SFTPClient) -> None:
+            with sftp.open(remote, "wb") as handle:
+                handle.write(text.encode())
+
+        self._sftp_call(f"cannot write {remote}", write)
+
+
+def _drain(channel: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
+    """Move whatever output is buffered; True when something moved."""
+    moved = False
+    while channel.recv_ready():
+        out += channel.recv(65536)
+        moved = True
+    while channel.recv_stderr_ready():
+        err += channel.recv_stderr(65536)
+        moved = True
+    return moved
