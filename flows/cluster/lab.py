@@ -1,0 +1,396 @@
+"""Lab hosts: network namespaces with an sshd each, so SSH clusters can be tested on one machine.
+
+`lab_up` builds N namespace "hosts" on a bridge in a private test range (198.18.0.0/15 is
+reserved for benchmarking and never routed), one sshd per host with generated ed25519 host keys
+and one client key, and writes known_hosts plus a cluster file. Every object is recorded in a
+state JSON the moment it exists, so `lab_down` removes exactly what was made (by recorded names
+and pids) even after a crash half-way, and never touches anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.errors import ClusterError
+
+SSHD = Path("/usr/sbin/sshd")
+STATE_FILE = "state.json"
+REQUIRED_TOOLS = ("ip", "ssh-keygen")
+_MAX_IFNAME = 15
+
+
+class LabPlan(BaseModel):
+    """What a lab consists of: names and addresses, derived from a prefix and a subnet."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefix: str = Field(default="sg-lab", pattern=r"^[a-z][a-z0-9-]{1,9}$")
+    nodes: int = Field(default=3, ge=1, le=16)
+    subnet: ipaddress.IPv4Network = ipaddress.IPv4Network("198.18.0.0/24")
+    docker: bool = False
+
+    @property
+    def bridge(self) -> str:
+        """The bridge in the root namespace that links every host."""
+        return f"{self.prefix}-br"
+
+    def namespace(self, index: int) -> str:
+        """Network namespace (and node name) of host `index`."""
+        return f"{self.prefix}-{index}"
+
+    def host_link(self, index: int) -> str:
+        """Root-namespace end of host `index`'s veth pair (cut it to cut the host off)."""
+        return f"{self.prefix}-h{index}"
+
+    def peer_link(self, index: int) -> str:
+        """Namespace end of the veth pair before it is renamed to eth0 inside the namespace."""
+        return f"{self.prefix}-p{index}"
+
+    def address(self, index: int) -> ipaddress.IPv4Address:
+        """Address of host `index`."""
+        return self.subnet.network_address + 10 + index
+
+    @property
+    def gateway(self) -> ipaddress.IPv4Address:
+        """Address of the bridge, i.e. of this machine as seen from the hosts."""
+        return self.subnet.network_address + 1
+
+
+class LabHost(BaseModel):
+    """One namespace host as created."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    namespace: str
+    address: str
+    host_dir: str
+    sshd_config: str
+    sshd_pid: int | None = None
+    dockerd: dict[str, str | int] | None = None
+
+
+class LabState(BaseModel):
+    """Exactly what `lab_up` created, written after every step; `lab_down` undoes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefix: str
+    subnet: str
+    lab_dir: str
+    docker: bool = False
+    bridge: str | None = None
+    links: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    hosts: tuple[LabHost, ...] = ()
+    client_key: str | None = None
+    known_hosts: str | None = None
+    cluster_file: str | None = None
+
+    def with_host(self, host: LabHost) -> LabState:
+        """A copy with `host` added or replaced (by name)."""
+        others = tuple(item for item in self.hosts if item.name != host.name)
+        return self.model_copy(update={"hosts": (*others, host)})
+
+
+# -- pure renderings ----------------------------------------------------------------------------
+
+
+def sshd_config_text(address: str, host_dir: Path, authorized_keys: Path) -> str:
+    """An sshd config for one lab host: key auth only, root by key, own pid file and keys."""
+    return "\n".join(
+        [
+            "Port 22",
+            f"ListenAddress {address}",
+            f"HostKey {host_dir / 'ssh_host_ed25519_key'}",
+            f"PidFile {host_dir / 'sshd.pid'}",
+            f"AuthorizedKeysFile {authorized_keys}",
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes no",
+            "UseDNS no",
+            "PrintMotd no",
+            "MaxStartups 64:30:128",
+            "Subsystem sftp internal-sftp",
+            "",
+        ]
+    )
+
+
+def known_hosts_text(entries: Sequence[tuple[str, str]]) -> str:
+    """known_hosts lines from (address, public key file text) pairs, comments dropped."""
+    lines = []
+    for address, public_key in entries:
+        kind, blob = public_key.split()[:2]
+        lines.append(f"{address} {kind} {blob}")
+    return "\n".join(lines) + "\n"
+
+
+# -- running things -----------------------------------------------------------------------------
+
+
+def _sh(argv: Sequence[str], *, tolerate: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a local admin command; stderr containing `tolerate` (e.g. already gone) is fine."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=60)
+    if done.returncode != 0 and not (tolerate and tolerate in done.stderr):
+        raise ClusterError(f"lab: `{' '.join(argv)}` failed: {done.stderr.strip()}")
+    return done
+
+
+def require_root_and_tools(sshd: Path = SSHD) -> None:
+    """Lab hosts need root (namespaces, links, sshd) and the tools; say which is missing."""
+    if os.geteuid() != 0:
+        raise ClusterError(
+            "lab hosts need root (network namespaces, veth links and sshd): "
+            "run `sudo sparkgate lab up` or use the local cluster"
+        )
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if not sshd.is_file():
+        missing.append(str(sshd))
+    if missing:
+        raise ClusterError(
+            f"lab hosts need {', '.join(missing)}: install openssh-server and iproute2 "
+            "(.ci/run does)"
+        )
+
+
+def _subnet_in_use(subnet: ipaddress.IPv4Network) -> bool:
+    routes = json.loads(_sh(["ip", "-j", "-4", "route", "show", "table", "all"]).stdout or "[]")
+    for route in routes:
+        destination = route.get("dst", "")
+        if destination in ("", "default") or ":" in destination:
+            continue
+        with contextlib.suppress(ValueError):
+            if ipaddress.IPv4Network(destination, strict=False).overlaps(subnet):
+                return True
+    return False
+
+
+class _Recorder:
+    """Holds the state and saves it after every change."""
+
+    def __init__(self, state: LabState, path: Path) -> None:
+        self.state = state
+        self.path = path
+        self.save()
+
+    def update(self, **changes: object) -> None:
+        self.state = self.state.model_copy(update=changes)
+        self.save()
+
+    def host(self, host: LabHost) -> None:
+        self.state = self.state.with_host(host)
+        self.save()
+
+    def save(self) -> None:
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(self.state.model_dump_json(indent=2))
+        temporary.replace(self.path)
+
+
+def read_state(lab_dir: Path) -> LabState | None:
+    """The recorded lab in lab_dir, or None when there is none."""
+    path = lab_dir / STATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return LabState.model_validate_json(path.read_text())
+    except ValueError as error:
+        raise ClusterError(
+            f"lab state {path} is unreadable ({error}); inspect it by hand"
+        ) from error
+
+
+def _keygen(path: Path, comment: str) -> str:
+    _sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)])
+    return path.with_suffix(".pub").read_text()
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise ClusterError(f"lab: {what} not ready after {timeout:g} s")
+        time.sleep(0.05)
+
+
+def _accepts(address: str, port: int = 22) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect((address, port))
+            return probe.recv(4).startswith(b"SSH-")
+        except OSError:
+            return False
+
+
+def _make_network(plan: LabPlan, record: _Recorder) -> None:
+    _sh(["ip", "link", "add", plan.bridge, "type", "bridge"])
+    record.update(bridge=plan.bridge)
+    _sh(["ip", "addr", "add", f"{plan.gateway}/{plan.subnet.prefixlen}", "dev", plan.bridge])
+    _sh(["ip", "link", "set", plan.bridge, "up"])
+    for index in range(plan.nodes):
+        namespace, outer, inner = (
+            plan.namespace(index),
+            plan.host_link(index),
+            plan.peer_link(index),
+        )
+        _sh(["ip", "netns", "add", namespace])
+        record.update(namespaces=(*record.state.namespaces, namespace))
+        _sh(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner])
+        record.update(links=(*record.state.links, outer))
+        _sh(["ip", "link", "set", inner, "netns", namespace])
+        _sh(["ip", "link", "set", outer, "master", plan.bridge])
+        _sh(["ip", "link", "set", outer, "up"])
+        _sh(["ip", "-n", namespace, "link", "set", inner, "name", "eth0"])
+        cidr = f"{plan.address(index)}/{plan.subnet.prefixlen}"
+        _sh(["ip", "-n", namespace, "addr", "add", cidr, "dev", "eth0"])
+        _sh(["ip", "-n", namespace, "link", "set", "eth0", "up"])
+        _sh(["ip", "-n", namespace, "link", "set", "lo", "up"])
+
+
+def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _Recorder) -> str:
+    """Start host `index`'s sshd; return its public host key text."""
+    name = plan.namespace(index)
+    host_dir = lab_dir / "hosts" / name
+    host_dir.mkdir(parents=True, exist_ok=True)
+    public_key = _keygen(host_dir / "ssh_host_ed25519_key", f"sparkgate-lab-{name}")
+    config = host_dir / "sshd_config"
+    address = str(plan.address(index))
+    config.write_text(sshd_config_text(address, host_dir, lab_dir / "authorized_keys"))
+    host = LabHost(
+        name=name,
+        namespace=name,
+        address=address,
+        host_dir=str(host_dir),
+        sshd_config=str(config),
+    )
+    record.host(host)
+    log = host_dir / "sshd.log"
+    _sh(["ip", "netns", "exec", name, str(sshd), "-f", str(config), "-E", str(log)])
+    pid_file = host_dir / "sshd.pid"
+    _wait_for(pid_file.is_file, 10, f"sshd of {name} (see {log})")
+    record.host(host.model_copy(update={"sshd_pid": int(pid_file.read_text().strip())}))
+    return public_key
+
+
+def lab_up(plan: LabPlan, lab_dir: Path, *, sshd: Path = SSHD) -> LabState:
+    """Create the lab described by plan (removing a recorded earlier lab first)."""
+    require_root_and_tools(sshd)
+    lab_down(lab_dir)
+    if _subnet_in_use(plan.subnet):
+        raise ClusterError(f"lab: {plan.subnet} is already routed on this machine; pick another")
+    lab_dir.mkdir(parents=True, exist_ok=True)
+    lab_dir.chmod(0o700)
+    Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)
+    record = _Recorder(
+        LabState(
+            prefix=plan.prefix, subnet=str(plan.subnet), lab_dir=str(lab_dir), docker=plan.docker
+        ),
+        lab_dir / STATE_FILE,
+    )
+    try:
+        client_key = lab_dir / "client_key"
+        (lab_dir / "authorized_keys").write_text(_keygen(client_key, "sparkgate-lab-client"))
+        record.update(client_key=str(client_key))
+        _make_network(plan, record)
+        entries = [
+            (str(plan.address(index)), _start_sshd(plan, index, lab_dir, sshd, record))
+            for index in range(plan.nodes)
+        ]
+        for address, _ in entries:
+            _wait_for(functools.partial(_accepts, address), 15, f"sshd at {address}")
+        known_hosts = lab_dir / "known_hosts"
+        known_hosts.write_text(known_hosts_text(entries))
+        record.update(known_hosts=str(known_hosts))
+    except BaseException:
+        lab_down(lab_dir)
+        raise
+    return record.state
+
+
+# -- teardown -----------------------------------------------------------------------------------
+
+
+def _is_our_sshd(pid: int, config: str) -> bool:
+    """Guard against pid reuse: only a process whose command line names our config is ours."""
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return config.encode() in command_line  # sshd rewrites its title but keeps the -f path
+
+
+def _stop_processes(pids: Sequence[int]) -> None:
+    """SIGTERM, a short grace, then SIGKILL for whatever is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _namespace_pids(namespace: str) -> list[int]:
+    """Processes living in one of our namespaces (sshd sessions, commands started over ssh)."""
+    listed = _sh(["ip", "netns", "pids", namespace], tolerate="No such file").stdout
+    return [int(item) for item in listed.split() if item.isdigit()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return status.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def lab_down(lab_dir: Path) -> LabState | None:
+    """Remove exactly the recorded lab (processes, links, namespaces, bridge, files).
+
+    Idempotent: objects already gone are skipped; with no recorded lab it does nothing.
+    """
+    state = read_state(lab_dir)
+    if state is None:
+        return None
+    ours = [
+        host.sshd_pid
+        for host in state.hosts
+        if host.sshd_pid is not None and _is_our_sshd(host.sshd_pid, host.sshd_config)
+    ]
+    for namespace in state.namespaces:
+        ours.extend(_namespace_pids(namespace))
+    _stop_processes(sorted(set(ours)))
+    for link in state.links:
+        _sh(["ip", "link", "del", link], tolerate="Cannot find device")
+    for namespace in state.namespaces:
+        _sh(["ip", "netns", "del", namespace], tolerate="No such file")
+    if state.bridge:
+        _sh(["ip", "link", "del", state.bridge], tolerate="Cannot find device")
+    for host in state.hosts:
+        shutil.rmtree(host.host_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (lab_dir / "hosts").rmdir()
+    for name in ("client_key", "client_key.pub", "authorized_keys", "known_hosts"):
+        (lab_dir / name).unlink(missing_ok=True)
+    if state.cluster_file:
+        Path(state.cluster_file).unlink(missing_ok=True)
+    (lab_dir / STATE_FILE).unlink()
+    return state
