@@ -1,0 +1,378 @@
+"""Benchmark statistics: the recipe's per-point numbers and the arm-level release decision.
+
+Two families live here, both pure (numbers in, numbers out):
+
+* `describe` and `difference` reproduce the recipe's `bin/spark bench` exactly (its coarse
+  two-sided 95 % t table with lower-bound lookup, sample SD, and a Welch interval with the
+  Satterthwaite df), so a table we print lines up with one the recipe printed.
+* `estimate_arms` is the decision we actually gate on. One arm (one boot) is the unit of
+  boot-to-boot noise, so a change is estimated on the log scale across arms C1, P, C2 (, P2,
+  C3 ...) with a drift term, and its interval takes the arm-level variance from the session's
+  own residuals plus a ledger of past A/A gaps (t with the pooled df). The within-arm interval is
+  kept as a second, necessary condition: the reported interval is the hull of both. A verdict is
+  a non-inferiority decision against a practical tolerance; inconclusive is never a pass.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+# The recipe's two-sided 95 % Student-t table, looked up at the largest listed df <= the df.
+RECIPE_T95: dict[int, float] = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+    60: 2.000,
+    120: 1.980,
+}
+_RECIPE_DFS = sorted(RECIPE_T95)
+
+# Exact t(0.975, df) for df 1..30 and a few anchors; between anchors we interpolate in 1/df,
+# which is accurate to about 1e-3 (enough for a 95 % interval; scipy is not a dependency).
+_T975_EXACT: dict[float, float] = {
+    1: 12.7062,
+    2: 4.3027,
+    3: 3.1824,
+    4: 2.7764,
+    5: 2.5706,
+    6: 2.4469,
+    7: 2.3646,
+    8: 2.3060,
+    9: 2.2622,
+    10: 2.2281,
+    11: 2.2010,
+    12: 2.1788,
+    13: 2.1604,
+    14: 2.1448,
+    15: 2.1314,
+    16: 2.1199,
+    17: 2.1098,
+    18: 2.1009,
+    19: 2.0930,
+    20: 2.0860,
+    21: 2.0796,
+    22: 2.0739,
+    23: 2.0687,
+    24: 2.0639,
+    25: 2.0595,
+    26: 2.0555,
+    27: 2.0518,
+    28: 2.0484,
+    29: 2.0452,
+    30: 2.0423,
+    40: 2.0211,
+    60: 2.0003,
+    120: 1.9799,
+    math.inf: 1.9600,
+}
+_T975_INVERSE = sorted((0.0 if df == math.inf else 1.0 / df, t) for df, t in _T975_EXACT.items())
+
+DEFAULT_TOLERANCE_PCT = 3.0
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def recipe_t95(df: float) -> float:
+    """The recipe's t value: the table entry at the largest listed df not above `df`."""
+    if df < 1:
+        return RECIPE_T95[1]
+    index = bisect.bisect_right(_RECIPE_DFS, df) - 1
+    return RECIPE_T95[_RECIPE_DFS[index]]
+
+
+def t975(df: float) -> float:
+    """Two-sided 95 % Student-t quantile for any df >= 1 (fractional df allowed)."""
+    if not df >= 1:
+        raise ValueError(f"t quantile needs df >= 1, got {df}")
+    x = 0.0 if math.isinf(df) else 1.0 / df
+    xs = [point[0] for point in _T975_INVERSE]
+    index = bisect.bisect_left(xs, x)
+    if xs[index] == x:
+        return _T975_INVERSE[index][1]
+    (x0, t0), (x1, t1) = _T975_INVERSE[index - 1], _T975_INVERSE[index]
+    return t0 + (t1 - t0) * (x - x0) / (x1 - x0)
+
+
+class Described(BaseModel):
+    """The recipe's `describe()` of one point's samples (unrounded)."""
+
+    model_config = _FROZEN
+
+    n: int = Field(description="number of samples")
+    mean: float = Field(description="arithmetic mean")
+    median: float = Field(description="median")
+    min: float = Field(description="smallest sample")
+    max: float = Field(description="largest sample")
+    sd: float = Field(description="sample standard deviation (n-1); 0 for one sample")
+    ci95: float = Field(description="half-width of the Student-t 95 % interval of the mean")
+    ci95_pct: float = Field(description="ci95 as a percentage of the mean")
+
+    def rounded(self) -> Described:
+        """The same numbers rounded as the recipe stores them (3 decimals, 2 for ci95_pct)."""
+        three = {k: round(v, 3) for k, v in self.model_dump().items() if k not in ("n", "ci95_pct")}
+        return Described(n=self.n, ci95_pct=round(self.ci95_pct, 2), **three)
+
+
+def describe(values: Sequence[float]) -> Described:
+    """Summarize samples exactly like the recipe: sample SD, t95(n-1)*sd/sqrt(n), % of mean."""
+    if not values:
+        raise ValueError("describe needs at least one value")
+    data = np.asarray(values, dtype=float)
+    n = len(data)
+    mean = float(data.mean())
+    sd = float(data.std(ddof=1)) if n > 1 else 0.0
+    ci95 = recipe_t95(n - 1) * sd / math.sqrt(n) if n > 1 else 0.0
+    return Described(
+        n=n,
+        mean=mean,
+        median=float(np.median(data)),
+        min=float(data.min()),
+        max=float(data.max()),
+        sd=sd,
+        ci95=ci95,
+        ci95_pct=100.0 * ci95 / mean if mean else 0.0,
+    )
+
+
+class Change(BaseModel):
+    """A relative change in percent with its 95 % interval."""
+
+    model_config = _FROZEN
+
+    pct: float = Field(description="change of the new value relative to the old, in percent")
+    low: float = Field(description="lower end of the 95 % interval, percent")
+    high: float = Field(description="upper end of the 95 % interval, percent")
+
+
+def difference(new: Described, ref: Described) -> Change | None:
+    """The recipe's Welch comparison: percent change of the means with a Welch 95 % interval.
+
+    Returns None when either side has fewer than two samples (no variance, no interval).
+    """
+    if new.n < 2 or ref.n < 2 or ref.mean == 0:
+        return None
+    v_new = new.sd**2 / new.n
+    v_ref = ref.sd**2 / ref.n
+    denominator = v_new**2 / (new.n - 1) + v_ref**2 / (ref.n - 1)
+    df = (v_new + v_ref) ** 2 / denominator if denominator else 120.0
+    change = new.mean / ref.mean - 1.0
+    half = recipe_t95(df) * math.sqrt(v_new + v_ref) / ref.mean
+    return Change(pct=100 * change, low=100 * (change - half), high=100 * (change + half))
+
+
+class RecipeVerdict(StrEnum):
+    """The recipe's three-way reading of a Welch interval."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "same"
+
+
+def recipe_verdict(change: Change, *, higher_is_better: bool) -> RecipeVerdict:
+    """faster if the interval is entirely on the good side of 0, slower if on the bad side."""
+    good_low, good_high = (
+        (change.low, change.high) if higher_is_better else (-change.high, -change.low)
+    )
+    if good_low > 0:
+        return RecipeVerdict.FASTER
+    if good_high < 0:
+        return RecipeVerdict.SLOWER
+    return RecipeVerdict.SAME
+
+
+def recipe_regression(change: Change, *, higher_is_better: bool, tolerance_pct: float) -> bool:
+    """The recipe's regression rule: `slower` and the change larger than the tolerance."""
+    slower = recipe_verdict(change, higher_is_better=higher_is_better) is RecipeVerdict.SLOWER
+    return slower and abs(change.pct) > tolerance_pct
+
+
+class Verdict(StrEnum):
+    """A non-inferiority decision for one point; only faster and level pass."""
+
+    FASTER = "faster"
+    LEVEL = "level"
+    SLOWER = "slower"
+    INCONCLUSIVE = "inconclusive"
+
+    @property
+    def passes(self) -> bool:
+        """Whether the point passes the gate (inconclusive never does)."""
+        return self in (Verdict.FASTER, Verdict.LEVEL)
+
+
+def non_inferiority(
+    low_pct: float, high_pct: float, *, higher_is_better: bool, tolerance_pct: float
+) -> Verdict:
+    """Decide from an interval of the candidate's change (percent) and a practical tolerance.
+
+    Throughput passes when the whole interval lies above -tolerance (faster if also above 0) and
+    fails as slower when it lies wholly below -tolerance; times are mirrored.
+    """
+    good_low, good_high = (low_pct, high_pct) if higher_is_better else (-high_pct, -low_pct)
+    if good_low > -tolerance_pct:
+        return Verdict.FASTER if good_low > 0 else Verdict.LEVEL
+    if good_high < -tolerance_pct:
+        return Verdict.SLOWER
+    return Verdict.INCONCLUSIVE
+
+
+class Arm(BaseModel):
+    """One boot of one release in session order: its role and its samples of one metric."""
+
+    model_config = _FROZEN
+
+    candidate: bool = Field(description="True for a candidate arm, False for the previous release")
+    values: tuple[float, ...] = Field(description="within-arm samples (all > 0)", min_length=1)
+
+
+class ArmEstimate(BaseModel):
+    """The candidate's change across arms, with the intervals it was decided on."""
+
+    model_config = _FROZEN
+
+    change_pct: float = Field(description="candidate vs previous, percent (e^D - 1)")
+    low_pct: float | None = Field(description="decision interval (hull), None if no arm df")
+    high_pct: float | None = Field(description="decision interval (hull), None if no arm df")
+    boot_low_pct: float | None = Field(description="arm-level interval, None if no df")
+    boot_high_pct: float | None = Field(description="arm-level interval, None if no df")
+    within_low_pct: float | None = Field(description="within-arm interval, None if n < 2")
+    within_high_pct: float | None = Field(description="within-arm interval, None if n < 2")
+    boot_df: float = Field(description="degrees of freedom of the arm-level variance")
+    arms: int = Field(description="number of arms used")
+    ledger_gaps: int = Field(description="number of A/A ledger gaps pooled in")
+    verdict: Verdict = Field(description="non-inferiority verdict at the tolerance")
+    tolerance_pct: float = Field(description="practical floor used for the verdict")
+
+
+def _pct(log_ratio: float) -> float:
+    """A log-scale difference as a percent change."""
+    return 100.0 * math.expm1(log_ratio)
+
+
+def _design(arms: Sequence[Arm]) -> np.ndarray:
+    """Columns: intercept, candidate indicator, linear drift in session order (if estimable)."""
+    count = len(arms)
+    role = np.array([1.0 if arm.candidate else 0.0 for arm in arms])
+    order = np.arange(count, dtype=float) - (count - 1) / 2
+    columns = [np.ones(count), role]
+    with_drift = np.column_stack([*columns, order])
+    if count >= 3 and np.linalg.matrix_rank(with_drift) == 3:
+        return with_drift
+    return np.column_stack(columns)
+
+
+def _within_variance(arms: Sequence[Arm], weights: np.ndarray) -> tuple[float, float] | None:
+    """Variance of D from within-arm sampling (delta method) and its Satterthwaite df."""
+    if any(len(arm.values) < 2 for arm in arms):
+        return None
+    parts = []
+    dfs = []
+    for arm, weight in zip(arms, weights, strict=True):
+        data = np.asarray(arm.values)
+        parts.append(weight**2 * data.var(ddof=1) / (len(data) * data.mean() ** 2))
+        dfs.append(len(data) - 1)
+    total = float(sum(parts))
+    if total == 0:
+        return 0.0, math.inf
+    denominator = sum(part**2 / df for part, df in zip(parts, dfs, strict=True))
+    return total, total**2 / denominator
+
+
+def estimate_arms(
+    arms: Sequence[Arm],
+    *,
+    higher_is_better: bool,
+    ledger_gaps: Sequence[float] = (),
+    tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+) -> ArmEstimate:
+    """Estimate the candidate's change over interleaved arms and decide non-inferiority.
+
+    Args:
+        arms: arms in session order (C1, P, C2, ...), at least one of each role.
+        higher_is_better: True for throughput, False for times.
+        ledger_gaps: past A/A gaps log(C1) - log(C2), each worth one df of arm variance.
+        tolerance_pct: the practical floor, e.g. 3 (%).
+
+    Raises:
+        ValueError: when a role is missing or a value is not positive.
+    """
+    if not any(a.candidate for a in arms) or all(a.candidate for a in arms):
+        raise ValueError("need at least one candidate arm and one previous arm")
+    if any(v <= 0 for a in arms for v in a.values):
+        raise ValueError("arm values must be positive (log scale)")
+    y = np.log([float(np.mean(a.values)) for a in arms])
+    design = _design(arms)
+    inverse = np.linalg.inv(design.T @ design)
+    weights = (inverse @ design.T)[1]
+    d = float(weights @ y)
+    residuals = y - design @ (inverse @ design.T @ y)
+    own_df = len(arms) - design.shape[1]
+    gaps = np.asarray(ledger_gaps, dtype=float)
+    boot_df = float(own_df + len(gaps))
+    boot: tuple[float, float] | None = None
+    if boot_df >= 1:
+        sigma2 = (float(residuals @ residuals) + float(gaps @ gaps) / 2) / boot_df
+        half = t975(boot_df) * math.sqrt(inverse[1, 1] * sigma2)
+        boot = (d - half, d + half)
+    within = _within_variance(arms, weights)
+    within_interval: tuple[float, float] | None = None
+    if within is not None:
+        variance, df = within
+        half = (t975(max(df, 1.0)) if variance else 0.0) * math.sqrt(variance)
+        within_interval = (d - half, d + half)
+    hull: tuple[float, float] | None = None
+    verdict = Verdict.INCONCLUSIVE  # no arm-level df: boot noise unknown, so no decision
+    if boot is not None:
+        hull = boot
+        if within_interval is not None:
+            hull = (min(boot[0], within_interval[0]), max(boot[1], within_interval[1]))
+        verdict = non_inferiority(
+            _pct(hull[0]),
+            _pct(hull[1]),
+            higher_is_better=higher_is_better,
+            tolerance_pct=tolerance_pct,
+        )
+    pct = _pct
+    return ArmEstimate(
+        change_pct=pct(d),
+        low_pct=pct(hull[0]) if hull else None,
+        high_pct=pct(hull[1]) if hull else None,
+        boot_low_pct=pct(boot[0]) if boot else None,
+        boot_high_pct=pct(boot[1]) if boot else None,
+        within_low_pct=pct(within_interval[0]) if within_interval else None,
+        within_high_pct=pct(within_interval[1]) if within_interval else None,
+        boot_df=boot_df,
+        arms=len(arms),
+        ledger_gaps=len(gaps),
+        verdict=verdict,
+        tolerance_pct=tolerance_pct,
+    )
+
+
+def aa_gap(first: Sequence[float], second: Sequence[float]) -> float:
+    """One A/A ledger entry: log of the ratio of two arms' means of the same release."""
+    return math.log(float(np.mean(first)) / float(np.mean(second)))
+
+
+def geomean(values: Sequence[float]) -> float:
+    """Geometric mean (for summarizing a grid of step times over shapes)."""
+    if not values or any(v <= 0 for v in values):
+        raise ValueError("geomean needs positive values")
+    return float(np.exp(np.mean(np.log(values))))
