@@ -1,0 +1,264 @@
+"""The cluster lock: one qualification per cluster at a time, held in a file on the head node.
+
+The lock file is JSON (holder, host, pid, command, since, heartbeat, token). It is created
+atomically with `ln TEMP LOCK` on the node (a hard link fails when the name exists, and the
+content is complete before the name appears), so two runs can never both believe they hold it.
+A heartbeat thread refreshes the timestamp; a lock whose heartbeat is older than `stale_after_s`
+belongs to a run that died and may be taken over, with a warning. Staleness is judged with this
+machine's UTC clock; preflight checks clock skew between nodes.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import shlex
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from types import TracebackType
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flows.cluster.transport.base import Transport
+from flows.errors import ClusterError, LockHeldError, TransportError
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The default clock."""
+    return datetime.now(UTC)
+
+
+class LockRecord(BaseModel):
+    """Who holds the cluster, since when, and when they last proved to be alive."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    holder: str
+    host: str
+    pid: int
+    command: str
+    since: datetime
+    heartbeat: datetime
+    token: str = Field(description="random id of one acquisition; only its owner releases")
+
+    def age_s(self, now: datetime) -> float:
+        """Seconds since the last heartbeat."""
+        return (now - self.heartbeat).total_seconds()
+
+    def describe(self, now: datetime) -> str:
+        """One line naming the holder, for errors and `cluster unlock`."""
+        return (
+            f"{self.holder} on {self.host} (pid {self.pid}) running `{self.command}` "
+            f"since {self.since.isoformat(timespec='seconds')}, "
+            f"last heartbeat {self.age_s(now):.0f} s ago"
+        )
+
+
+class LockSettings(BaseModel):
+    """Where the lock lives and how liveness is judged."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    stale_after_s: float = Field(default=300.0, gt=0)
+    heartbeat_s: float = Field(default=30.0, gt=0)
+
+
+def _this_process_record(command: str, now: datetime) -> LockRecord:
+    return LockRecord(
+        holder=getpass.getuser(),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        command=command,
+        since=now,
+        heartbeat=now,
+        token=uuid.uuid4().hex,
+    )
+
+
+def read_lock(transport: Transport, path: str) -> LockRecord | None:
+    """The current lock record, or None when the cluster is not locked."""
+    probe = transport.run(["cat", "--", path], timeout=30)
+    if not probe.ok:
+        if "No such file" in probe.stderr:
+            return None
+        probe.check()
+    try:
+        return LockRecord.model_validate_json(probe.stdout)
+    except ValidationError as error:
+        raise ClusterError(
+            f"{transport.node}: lock file {path} is unreadable ({error.errors()[0]['msg']}); "
+            "inspect it, then `sparkgate cluster unlock --force`"
+        ) from error
+
+
+def force_unlock(transport: Transport, path: str) -> LockRecord | None:
+    """Remove the lock whoever holds it; return what was removed (for the message)."""
+    record = read_lock(transport, path)
+    transport.run(["rm", "-f", "--", path], timeout=30, check=True)
+    return record
+
+
+class ClusterLock:
+    """Acquire, heartbeat and release the lock; also a context manager."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        settings: LockSettings,
+        *,
+        command: str | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.transport = transport
+        self.settings = settings
+        self.command = command or shlex.join(["sparkgate", *sys.argv[1:]])
+        self.clock = clock
+        self.record: LockRecord | None = None
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- acquire ----------------------------------------------------------------------------
+
+    def acquire(self) -> LockRecord:
+        """Take the lock, or raise LockHeldError naming the live holder."""
+        mine = _this_process_record(self.command, self.clock())
+        if self._link(mine):
+            return self._held(mine)
+        current = read_lock(self.transport, self.settings.path)
+        if current is None:  # released between our attempt and the read: try once more
+            if self._link(mine):
+                return self._held(mine)
+            current = read_lock(self.transport, self.settings.path)
+        now = self.clock()
+        if current is not None and current.age_s(now) <= self.settings.stale_after_s:
+            raise LockHeldError(
+                f"cluster is locked by {current.describe(now)}; wait for it, or if that run is "
+                "gone run `sparkgate cluster unlock --force`"
+            )
+        if current is not None:
+            self._remove_stale(current, now)
+        if self._link(mine):
+            return self._held(mine)
+        winner = read_lock(self.transport, self.settings.path)
+        raise LockHeldError(
+            "cluster lock was taken by "
+            + (winner.describe(self.clock()) if winner else "another run")
+            + " at the same moment"
+        )
+
+    def _temp_path(self, record: LockRecord) -> str:
+        return f"{self.settings.path}.{record.token}.tmp"
+
+    def _write_temp(self, record: LockRecord) -> str:
+        temporary = self._temp_path(record)
+        directory = str(PurePosixPath(self.settings.path).parent)
+        self.transport.run(["mkdir", "-p", "--", directory], timeout=30, check=True)
+        self.transport.write_text(temporary, record.model_dump_json())
+        return temporary
+
+    def _link(self, record: LockRecord) -> bool:
+        """Atomically publish record as the lock; False when a lock already exists."""
+        temporary = self._write_temp(record)
+        try:
+            linked = self.transport.run(["ln", "--", temporary, self.settings.path], timeout=30)
+        finally:
+            self.transport.run(["rm", "-f", "--", temporary], timeout=30)
+        if linked.ok:
+            return True
+        if "exists" in linked.stderr:
+            return False
+        linked.check()
+        return False
+
+    def _remove_stale(self, stale: LockRecord, now: datetime) -> None:
+        """Move the stale lock aside; if what moved is not the stale one, put it back."""
+        log.warning(
+            "taking over a stale cluster lock held by %s (stale after %g s)",
+            stale.describe(now),
+            self.settings.stale_after_s,
+        )
+        aside = f"{self.settings.path}.stale.{uuid.uuid4().hex}"
+        moved = self.transport.run(["mv", "--", self.settings.path, aside], timeout=30)
+        if not moved.ok:
+            return  # someone else removed it first; the next link attempt decides
+        try:
+            taken = LockRecord.model_validate_json(self.transport.read_text(aside))
+        except (ValidationError, TransportError):
+            taken = None
+        if taken is not None and taken.token != stale.token:
+            self.transport.run(["ln", "--", aside, self.settings.path], timeout=30)
+        self.transport.run(["rm", "-f", "--", aside], timeout=30)
+
+    def _held(self, record: LockRecord) -> LockRecord:
+        self.record = record
+        self.lost = False
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"lock-heartbeat-{self.transport.node}", daemon=True
+        )
+        self._thread.start()
+        return record
+
+    # -- heartbeat --------------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """Refresh our heartbeat (atomic replace); marks the lock lost if it is not ours."""
+        if self.record is None:
+            return
+        current = read_lock(self.transport, self.settings.path)
+        if current is None or current.token != self.record.token:
+            if not self.lost:
+                log.warning("cluster lock was taken away from this run (%s)", self.command)
+            self.lost = True
+            return
+        fresh = self.record.model_copy(update={"heartbeat": self.clock()})
+        temporary = self._write_temp(fresh)
+        self.transport.run(
+            ["mv", "-f", "--", temporary, self.settings.path], timeout=30, check=True
+        )
+        self.record = fresh
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.settings.heartbeat_s):
+            try:
+                self.heartbeat()
+            except (ClusterError, OSError) as error:
+                log.warning("cluster lock heartbeat failed: %s", error)
+
+    # -- release ----------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Stop the heartbeat and remove the lock if it is still ours."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self.record is None:
+            return
+        current = read_lock(self.transport, self.settings.path)
+        if current is not None and current.token == self.record.token:
+            self.transport.run(["rm", "-f", "--", self.settings.path], timeout=30, check=True)
+        self.record = None
+
+    def __enter__(self) -> LockRecord:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()
