@@ -1,0 +1,292 @@
+"""Load a spec file into a validated model: overlays, relative paths and located errors.
+
+Any mapping, at any depth, may be written as `extends: FILE` plus an optional `set:` mapping:
+it then stands for the content of FILE (its `kind` dropped), deep-merged with `set` (mappings
+merge key by key; lists and values replace). FILE is relative to the file that names it, cycles
+are refused. Every value keeps the file and line it came from, so a pydantic error on the merged
+data becomes `FILE:LINE: key.path: what is wrong (expected ...)` for the file that set it.
+Fields typed `SpecPath` are made absolute against the file that declared them.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from flows.errors import MultipleSpecError, SpecError
+from flows.spec.base import Loc, SpecContext, SpecPathMarker
+from flows.spec.errors import spec_errors
+from flows.spec.yamlfile import format_loc, read_yaml
+
+M = TypeVar("M", bound=BaseModel)
+
+OVERLAY_KEYS = frozenset({"extends", "set"})
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value was written."""
+
+    file: Path
+    line: int
+
+
+@dataclass
+class Document:
+    """Merged data of a file and its overlays, with the origin of every key path."""
+
+    path: Path
+    data: Any
+    origins: dict[Loc, Origin]
+
+    def origin_of(self, loc: Loc) -> Origin:
+        """Origin of `loc`, or of its closest parent that was written somewhere."""
+        for end in range(len(loc), -1, -1):
+            origin = self.origins.get(loc[:end])
+            if origin is not None:
+                return origin
+        return Origin(self.path, 1)
+
+    @property
+    def kind(self) -> object:
+        """The top-level `kind`, if the document is a mapping that has one."""
+        return self.data.get("kind") if isinstance(self.data, dict) else None
+
+
+def load_document(path: Path | str) -> Document:
+    """Read `path` and expand every `extends`; raises SpecError for any problem."""
+    return _load(_clean(Path(path)), ())
+
+
+def load_model(path: Path | str, model: type[M]) -> M:
+    """Load `path` as `model`; every error is a SpecError (MultipleSpecError for several)."""
+    document = load_document(path)
+    return validate_document(document, model)
+
+
+def validate_document(document: Document, model: type[M]) -> M:
+    """Validate merged data as `model`, then make its SpecPath fields absolute."""
+    if not isinstance(document.data, dict):
+        raise SpecError(
+            "the file must be a mapping",
+            file=document.path,
+            line=document.origin_of(()).line,
+            expected="`kind: ...` and the keys of that kind",
+        )
+    instance = _validate(document, document.data, model)
+    relative = [(loc, path) for loc, path in spec_paths(instance) if not path.is_absolute()]
+    if not relative:
+        return instance
+    data = _deep_copy(document.data)
+    for loc, path in relative:
+        base = document.origin_of(loc).file.parent
+        _assign(data, loc, str((base / path).resolve()))
+    return _validate(document, data, model)
+
+
+def _validate(document: Document, data: dict[Any, Any], model: type[M]) -> M:
+    try:
+        return model.model_validate(data, context=SpecContext(file=document.path))
+    except ValidationError as error:
+        errors = spec_errors(error, data, model, document.origin_of)
+    if len(errors) == 1:
+        raise errors[0]
+    raise MultipleSpecError(errors)
+
+
+def _clean(path: Path) -> Path:
+    return Path(os.path.normpath(path))
+
+
+def _load(path: Path, chain: tuple[Path, ...]) -> Document:
+    parsed = read_yaml(path)
+    data, origins = _expand(parsed.data, (), parsed.lines, path, (*chain, path))
+    return Document(path, data, origins)
+
+
+def _expand(
+    value: Any, src: Loc, lines: dict[Loc, int], path: Path, chain: tuple[Path, ...]
+) -> tuple[Any, dict[Loc, Origin]]:
+    """Expand overlays inside `value` (found at `src` in `path`); origins relative to it."""
+    here = Origin(path, _line(lines, src))
+    if isinstance(value, dict):
+        if "extends" in value:
+            return _overlay(value, src, lines, path, chain)
+        data: dict[Any, Any] = {}
+        origins: dict[Loc, Origin] = {(): here}
+        for key, item in value.items():
+            data[key], sub = _expand(item, (*src, key), lines, path, chain)
+            origins.update({(key, *loc): origin for loc, origin in sub.items()})
+        return data, origins
+    if isinstance(value, list):
+        items: list[Any] = []
+        origins = {(): here}
+        for index, item in enumerate(value):
+            built, sub = _expand(item, (*src, index), lines, path, chain)
+            items.append(built)
+            origins.update({(index, *loc): origin for loc, origin in sub.items()})
+        return items, origins
+    return value, {(): here}
+
+
+def _overlay(
+    value: dict[Any, Any], src: Loc, lines: dict[Loc, int], path: Path, chain: tuple[Path, ...]
+) -> tuple[Any, dict[Loc, Origin]]:
+    allowed = OVERLAY_KEYS | ({"kind"} if not src else set())
+    for key in value:
+        if key not in allowed:
+            raise _error(
+                "only `set` may accompany `extends`",
+                path,
+                lines,
+                (*src, key),
+                expected=", ".join(sorted(allowed)),
+            )
+    target = value["extends"]
+    extends_loc = (*src, "extends")
+    if not isinstance(target, str) or not target.strip():
+        raise _error("must name a file", path, lines, extends_loc, expected="a relative path")
+    base_path = _clean(path.parent / Path(target).expanduser())
+    if base_path.resolve() in {seen.resolve() for seen in chain}:
+        cycle = " -> ".join(str(seen) for seen in (*chain, base_path))
+        raise _error(f"extends cycle: {cycle}", path, lines, extends_loc)
+    try:
+        base = _load(base_path, chain)
+    except SpecError as error:
+        if error.file == str(base_path) and error.line is None:  # the base file itself is unusable
+            raise _error(f"{error.message}: {base_path}", path, lines, extends_loc) from None
+        raise
+    if not isinstance(base.data, dict):
+        raise _error(f"{base_path} is not a mapping", path, lines, extends_loc)
+    base_data = dict(base.data)
+    base_kind = base_data.pop("kind", None)
+    base_origins = {loc: o for loc, o in base.origins.items() if loc[:1] != ("kind",)}
+    overlay = value.get("set", {})
+    if overlay is None:
+        overlay = {}
+    if not isinstance(overlay, dict):
+        raise _error("must be a mapping", path, lines, (*src, "set"), expected="keys to override")
+    over_data, over_origins = _expand(overlay, (*src, "set"), lines, path, chain)
+    data, origins = merge(base_data, base_origins, over_data, over_origins)
+    origins[()] = Origin(path, _line(lines, extends_loc))
+    if src:
+        return data, origins
+    return _with_kind(value, (base_kind, base_path), data, origins, lines)
+
+
+def _with_kind(
+    value: dict[Any, Any],
+    base: tuple[object, Path],
+    data: dict[Any, Any],
+    origins: dict[Loc, Origin],
+    lines: dict[Loc, int],
+) -> tuple[dict[Any, Any], dict[Loc, Origin]]:
+    """A top-level overlay keeps its base's kind; a different kind of its own is an error."""
+    path = origins[()].file
+    base_kind, base_path = base
+    if "kind" not in value:
+        return ({"kind": base_kind, **data} if base_kind is not None else data), origins
+    if base_kind is not None and value["kind"] != base_kind:
+        raise _error(
+            f"kind {value['kind']!r} differs from the kind of {base_path}",
+            path,
+            lines,
+            ("kind",),
+            expected=repr(base_kind),
+        )
+    origins[("kind",)] = Origin(path, _line(lines, ("kind",)))
+    return {"kind": value["kind"], **data}, origins
+
+
+def merge(
+    base: dict[Any, Any],
+    base_origins: dict[Loc, Origin],
+    over: dict[Any, Any],
+    over_origins: dict[Loc, Origin],
+) -> tuple[dict[Any, Any], dict[Loc, Origin]]:
+    """Deep-merge `over` into `base`: mappings merge per key, anything else replaces."""
+    data = dict(base)
+    origins = dict(base_origins)
+    for key, value in over.items():
+        sub_over = _subtree(over_origins, key)
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            sub_base = _subtree(origins, key)
+            data[key], merged = merge(data[key], sub_base, value, sub_over)
+        else:
+            data[key], merged = value, sub_over
+        origins = {loc: o for loc, o in origins.items() if loc[:1] != (key,)}
+        origins.update({(key, *loc): origin for loc, origin in merged.items()})
+    return data, origins
+
+
+def _subtree(origins: dict[Loc, Origin], key: Any) -> dict[Loc, Origin]:
+    return {loc[1:]: o for loc, o in origins.items() if loc[:1] == (key,)}
+
+
+def _line(lines: dict[Loc, int], loc: Loc) -> int:
+    for end in range(len(loc), -1, -1):
+        line = lines.get(loc[:end])
+        if line is not None:
+            return line
+    return 1
+
+
+def _error(
+    message: str, path: Path, lines: dict[Loc, int], loc: Loc, expected: str | None = None
+) -> SpecError:
+    return SpecError(
+        message, file=path, line=_line(lines, loc), key=format_loc(loc), expected=expected
+    )
+
+
+def spec_paths(model: BaseModel, loc: Loc = ()) -> Iterator[tuple[Loc, Path]]:
+    """Every SpecPath value inside `model`, with its key path."""
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        here = (*loc, name)
+        if isinstance(value, Path) and _is_spec_path(field.annotation, field.metadata):
+            yield here, value
+        else:
+            yield from _paths_in(value, here)
+
+
+def _paths_in(value: Any, loc: Loc) -> Iterator[tuple[Loc, Path]]:
+    if isinstance(value, BaseModel):
+        yield from spec_paths(value, loc)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _paths_in(item, (*loc, index))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths_in(item, (*loc, key))
+
+
+def _is_spec_path(annotation: Any, metadata: list[Any]) -> bool:
+    if any(isinstance(item, SpecPathMarker) for item in metadata):
+        return True
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_spec_path(None, list(annotation.__metadata__))
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_is_spec_path(arg, []) for arg in typing.get_args(annotation))
+    return False
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _deep_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(item) for item in value]
+    return value
+
+
+def _assign(data: Any, loc: Loc, value: Any) -> None:
+    for part in loc[:-1]:
+        data = data.setdefault(part, {}) if isinstance(data, dict) else data[part]
+    data[loc[-1]] = value
