@@ -60,12 +60,13 @@ class Transport(Protocol):
         self,
         argv: Sequence[str],
         *,
-        timeout: float = DEFAULT_TIMEOUT_S,
+        timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         check: bool = False,
     ) -> CommandResult:
-        """Run argv to completion; raise TransportError on timeout or when unreachable."""
+        """Run argv to completion (timeout None: the transport's default); TransportError on
+        timeout or when the node is unreachable."""
         ...
 
     def start(

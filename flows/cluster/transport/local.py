@@ -28,8 +28,11 @@ from flows.errors import TransportError
 class LocalTransport:
     """Run commands and move files on this machine, under the name of a cluster node."""
 
-    def __init__(self, node: str = "local") -> None:
+    def __init__(
+        self, node: str = "local", *, command_timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self.node = node
+        self.command_timeout_s = command_timeout_s
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
@@ -37,13 +40,14 @@ class LocalTransport:
         self,
         argv: Sequence[str],
         *,
-        timeout: float = DEFAULT_TIMEOUT_S,
+        timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         check: bool = False,
     ) -> CommandResult:
         """Run argv as a subprocess; on timeout its process group is killed."""
         began = time.monotonic()
+        timeout = self.command_timeout_s if timeout is None else timeout
         try:
             child = subprocess.Popen(
                 list(argv),

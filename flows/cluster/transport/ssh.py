@@ -56,6 +56,7 @@ class SshSettings(BaseModel):
     connect_attempts: int = Field(default=3, ge=1)
     retry_backoff_s: float = Field(default=0.5, ge=0)
     keepalive_s: int = Field(default=5, ge=0)
+    command_timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
 
 
 class SshTarget(BaseModel):
@@ -302,14 +303,15 @@ class SshTransport:
         self,
         argv: Sequence[str],
         *,
-        timeout: float = DEFAULT_TIMEOUT_S,
+        timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         check: bool = False,
     ) -> CommandResult:
         """Run argv on the node (quoted, never shell-interpreted) and wait for it."""
         text = shell_command(argv, env=env, cwd=cwd)
-        rc, out, err, duration = self._exec(text, timeout, argv[0])
+        limit = self.settings.command_timeout_s if timeout is None else timeout
+        rc, out, err, duration = self._exec(text, limit, argv[0])
         result = CommandResult(
             node=self.node, argv=tuple(argv), rc=rc, stdout=out, stderr=err, duration=duration
         )
@@ -328,7 +330,7 @@ class SshTransport:
         text = background_command(
             argv, stdout_path=stdout_path, stderr_path=stderr_path, env=env, cwd=cwd
         )
-        rc, out, err, _ = self._exec(text, DEFAULT_TIMEOUT_S, argv[0])
+        rc, out, err, _ = self._exec(text, self.settings.command_timeout_s, argv[0])
         if rc != 0:
             raise TransportError(f"{self.node}: cannot start {argv[0]!r}: {err.strip() or rc}")
         return parse_pid(self.node, out)

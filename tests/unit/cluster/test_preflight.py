@@ -1,0 +1,194 @@
+"""Preflight: parsing and rules are pure and exact; collection works through a real transport."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows.cluster.preflight import (
+    GIB,
+    CustomOutcome,
+    NodeFacts,
+    Thresholds,
+    evaluate,
+    parse_df_available,
+    parse_listening_ports,
+    parse_meminfo_available,
+    parse_python_version,
+    run_preflight,
+)
+from flows.cluster.transport import LocalTransport
+from flows.errors import ClusterError
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+
+ENGINE = Path(__file__).resolve().parents[3] / "config" / "engines" / "sparkengine.yaml"
+
+DF = """Filesystem     1024-blocks      Used Available Capacity Mounted on
+overlay          102400000  20000000  82400000      20% /
+"""
+TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  0 0 1 1
+   1: 0100007F:A3E2 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  0 0 2 1
+   0: 00000000000000000000000001000000:7331 00000000000000000000000000000000:0000 0A 0
+"""
+
+
+def test_parsers() -> None:
+    assert parse_df_available(DF) == 82400000 * 1024
+    assert parse_meminfo_available("MemTotal: 10 kB\nMemAvailable:  2048 kB\n") == 2048 * 1024
+    assert parse_listening_ports(TCP) == {0x1F90, 0x7331}
+    assert parse_python_version("Python 3.11.7\n") == (3, 11, 7)
+    with pytest.raises(ValueError, match="not a Python version"):
+        parse_python_version("bash: python3: command not found")
+
+
+def facts(**changes: object) -> NodeFacts:
+    base: dict[str, object] = {
+        "node": "n0",
+        "head": True,
+        "reachable": True,
+        "disk_free": {"/work": 50 * GIB},
+        "memory_available": 16 * GIB,
+        "ports_in_use": {8000: False},
+        "python_version": "Python 3.12.1",
+        "clock_offset_s": 0.01,
+        "clock_uncertainty_s": 0.01,
+    }
+    return NodeFacts.model_validate(base | changes)
+
+
+def statuses(node_facts: list[NodeFacts]) -> dict[str, str]:
+    report = evaluate("c", node_facts, Thresholds())
+    return {f"{r.node}/{r.check}": r.status for r in report.results}
+
+
+def test_healthy_node_is_all_ok() -> None:
+    report = evaluate("c", [facts()], Thresholds())
+    assert report.ok
+    assert {r.status for r in report.results} == {"OK"}
+    report.raise_for_errors()
+
+
+@pytest.mark.parametrize(
+    ("changes", "check", "status"),
+    [
+        ({"disk_free": {"/work": 5 * GIB}}, "n0/disk /work", "WARN"),
+        ({"disk_free": {"/work": GIB // 2}}, "n0/disk /work", "ERROR"),
+        ({"disk_free": {"/work": None}}, "n0/disk /work", "ERROR"),
+        ({"memory_available": 2 * GIB}, "n0/memory", "WARN"),
+        ({"memory_available": GIB // 4}, "n0/memory", "ERROR"),
+        ({"ports_in_use": {8000: True}}, "n0/port 8000", "ERROR"),
+        ({"python_version": "Python 3.10.12"}, "n0/python version", "ERROR"),
+        ({"python_version": None, "python_error": "not found"}, "n0/python version", "ERROR"),
+        ({"docker_error": "unreachable"}, "n0/docker daemon", "ERROR"),
+        ({"docker_version": "26.1.5"}, "n0/docker daemon", "OK"),
+        ({"clock_offset_s": 2.0}, "n0/clock", "WARN"),
+        ({"clock_offset_s": -9.0}, "n0/clock", "ERROR"),
+        ({"clock_offset_s": 0.5, "clock_uncertainty_s": 0.2}, "n0/clock", "OK"),
+    ],
+)
+def test_rules(changes: dict[str, object], check: str, status: str) -> None:
+    assert statuses([facts(**changes)])[check] == status
+
+
+def test_unreachable_and_host_key_are_single_errors() -> None:
+    lines = statuses(
+        [
+            NodeFacts(node="a", reachable=False, unreachable_reason="timed out"),
+            NodeFacts(node="b", reachable=False, unreachable_reason="key", host_key_problem=True),
+        ]
+    )
+    assert lines == {"a/reachable": "ERROR", "b/host key": "ERROR"}
+
+
+def custom(**changes: object) -> CustomOutcome:
+    base: dict[str, object] = {
+        "name": "page size",
+        "severity": "ERROR",
+        "expect": r"^4096$",
+        "rc": 0,
+        "output": "4096\n",
+    }
+    return CustomOutcome.model_validate(base | changes)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status"),
+    [
+        (custom(), "OK"),
+        (custom(output="65536\n"), "ERROR"),
+        (custom(output="65536\n", severity="WARN"), "WARN"),
+        (custom(rc=1), "ERROR"),
+        (custom(rc=None, error="timed out"), "ERROR"),
+    ],
+)
+def test_declared_checks(outcome: CustomOutcome, status: str) -> None:
+    report = evaluate("c", [facts(custom=[outcome])], Thresholds())
+    assert statuses([facts(custom=[outcome])])["n0/page size"] == status
+    assert report.ok is (status != "ERROR")
+
+
+def test_warnings_never_fail_but_errors_do() -> None:
+    warned = evaluate("c", [facts(memory_available=2 * GIB)], Thresholds())
+    assert warned.ok
+    failed = evaluate("c", [facts(ports_in_use={8000: True})], Thresholds())
+    with pytest.raises(ClusterError, match="n0: port 8000: in use"):
+        failed.raise_for_errors()
+
+
+def write_cluster(tmp_path: Path, *, port: int, workdir: str, checks: str) -> Cluster:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        f"""kind: cluster
+name: pf
+shape: tp2-local
+transport: {{kind: local}}
+runtime: {{kind: process}}
+ports: {{api: {port}, rendezvous: 1}}
+preflight:
+{checks}
+engine: {{extends: {ENGINE}}}
+nodes:
+  - {{name: a, rank: 0, head: true, address: 127.0.0.1, workdir: '{workdir}'}}
+  - {{name: b, rank: 1, address: 127.0.0.1, workdir: '{workdir}'}}
+"""
+    )
+    return load_model(path, Cluster)
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+def test_collect_over_local_transport(tmp_path: Path, listening_port: int) -> None:
+    canary = tmp_path / "pwned"
+    workdir = str(tmp_path / f"w; touch {canary}")
+    cluster = write_cluster(
+        tmp_path,
+        port=listening_port,
+        workdir=workdir,
+        checks=f"""  - {{name: node name, argv: [echo, '{{node}}'], expect: '^[ab]$'}}
+  - {{name: never, argv: [echo, '$(touch {canary})'], expect: nomatch, severity: WARN}}
+  - {{name: needs model, argv: [echo, '{{model}}'], severity: WARN}}""",
+    )
+    report = run_preflight(cluster, lambda node: LocalTransport(node.name))
+    lines = {f"{r.node}/{r.check}": r for r in report.results}
+    assert lines[f"a/disk {workdir}"].status == "OK"  # nearest existing parent measured
+    assert lines[f"a/port {listening_port}"].status == "ERROR"
+    assert "b/port 1" not in lines  # ports are checked on the head only
+    assert lines["a/python version"].status == "OK"
+    assert lines["a/node name"].status == "OK"
+    assert lines["b/node name"].status == "OK"
+    assert lines["a/never"].status == "WARN"
+    assert "cannot fill" in lines["a/needs model"].detail
+    assert lines["b/clock"].status == "OK"
+    assert [e.check for e in report.errors] == [f"port {listening_port}"]
+    assert not canary.exists()
