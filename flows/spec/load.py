@@ -73,14 +73,7 @@ def load_model(path: Path | str, model: type[M]) -> M:
 
 def validate_document(document: Document, model: type[M]) -> M:
     """Validate merged data as `model`, then make its SpecPath fields absolute."""
-    if not isinstance(document.data, dict):
-        raise SpecError(
-            "the file must be a mapping",
-            file=document.path,
-            line=document.origin_of(()).line,
-            expected="`kind: ...` and the keys of that kind",
-        )
-    instance = _validate(document, document.data, model)
+    instance = _validate(document, require_mapping(document), model)
     relative = [(loc, path) for loc, path in spec_paths(instance) if not path.is_absolute()]
     if not relative:
         return instance
@@ -89,6 +82,18 @@ def validate_document(document: Document, model: type[M]) -> M:
         base = document.origin_of(loc).file.parent
         _assign(data, loc, str((base / path).resolve()))
     return _validate(document, data, model)
+
+
+def require_mapping(document: Document) -> dict[Any, Any]:
+    """The document's data; a SpecError unless it is a mapping."""
+    if not isinstance(document.data, dict):
+        raise SpecError(
+            "the file must be a mapping",
+            file=document.path,
+            line=document.origin_of(()).line,
+            expected="`kind: ...` and the keys of that kind",
+        )
+    return document.data
 
 
 def _validate(document: Document, data: dict[Any, Any], model: type[M]) -> M:

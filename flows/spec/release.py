@@ -1,0 +1,229 @@
+"""The release spec (kind: release): what to build, how to run it, and how to prove it.
+
+A release names its predecessor, so qualification can compare against it; the predecessor is a
+sibling file `<name>.yaml` (or one directory up, for examples kept in a subfolder), and a name
+that resolves to nothing is a spec error before anything is built. The declared output change
+decides whether determinism compares tokens with the previous release.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from flows.errors import SpecError
+from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath
+from flows.spec.load import load_model
+
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+BootMode = Literal["warm", "one-rank-kernels", "all-kernels", "all-jit"]
+BOOT_MODES: tuple[BootMode, ...] = ("warm", "one-rank-kernels", "all-kernels", "all-jit")
+
+
+class Build(SpecModel):
+    """Where the engine comes from: a source tree, built into an image with its Dockerfile."""
+
+    source: SpecPath = Field(description="Engine source directory (relative to this file).")
+    dockerfile: str = Field(default="Dockerfile", description="Dockerfile inside `source`.")
+    args: dict[str, EnvValue] = Field(default={}, description="Docker build arguments.")
+
+
+class EngineSettings(SpecModel):
+    """What this release changes in how the engine runs."""
+
+    options: dict[str, EnvValue] = Field(
+        default={}, description="Values of the profile's options ({option.NAME}), e.g. mlp_kernel."
+    )
+    env: dict[str, EnvValue] = Field(default={}, description="Extra environment of every rank.")
+    serve_args: list[str] = Field(default=[], description="Extra engine arguments of every rank.")
+
+
+class Model(SpecModel):
+    """The model served: the bundled engine makes it from a seed and a size."""
+
+    seed: int = Field(default=0, ge=0, description="Seed of the weights.")
+    size: Literal["tiny", "small"] = Field(default="tiny", description="Model size.")
+
+    @property
+    def id(self) -> str:
+        """Directory name of this model on a node ({model_id})."""
+        return f"{self.size}-s{self.seed}"
+
+
+class Outputs(SpecModel):
+    """Whether this release may change outputs; `changed` needs a reason people can review."""
+
+    change: Literal["unchanged", "changed"] = Field(description="unchanged or changed.")
+    reason: str | None = Field(default=None, description="Why outputs change (when changed).")
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """A change needs a reason; an unchanged release must not carry one."""
+        del context
+        if self.change == "changed" and not (self.reason or "").strip():
+            return [Problem(("reason",), "required when outputs change", "a non-empty reason")]
+        if self.change == "unchanged" and self.reason is not None:
+            return [Problem(("reason",), "only allowed with change: changed", "no reason")]
+        return []
+
+
+class Gate(SpecModel):
+    """Settings every gate shares."""
+
+    enabled: bool = Field(default=True, description="Run this gate.")
+    timeout_s: float = Field(default=1800, gt=0, description="Give up on the gate after this.")
+
+
+class ReleaseTestsGate(Gate):
+    """Release tests: the classified engine tests, run in the release image on one node."""
+
+    classification: SpecPath = Field(
+        default=Path("../config/release-tests.yaml"),
+        description="The release-tests file (relative to this release).",
+    )
+    node: str | None = Field(default=None, description="Node to run on (default: the head).")
+
+
+class DeterminismGate(Gate):
+    """Temperature-0 outputs must be identical across scenarios, and against the previous."""
+
+    prompts: list[str] = Field(
+        default=[
+            "The quick brown fox",
+            "Once upon a time",
+            "def fibonacci(n):",
+            "In a distant galaxy",
+        ],
+        min_length=1,
+        description="Prompts every scenario sends.",
+    )
+    max_tokens: int = Field(default=24, ge=1, description="Tokens generated per request.")
+    long_prompt_tokens: int = Field(
+        default=1500, ge=1, description="Length of the long prefill mixed in."
+    )
+    stagger_ms: int = Field(default=40, ge=0, description="Delay between staggered joins.")
+    logprobs: bool = Field(default=True, description="Compare logprobs bit for bit too.")
+    against_previous: bool = Field(
+        default=True, description="Compare with the previous release when outputs are unchanged."
+    )
+
+
+class ColdBootsGate(Gate):
+    """Boots with emptied caches: nothing may compile after preparation."""
+
+    modes: list[BootMode] = Field(
+        default=list(BOOT_MODES), min_length=1, description="Boot modes to run."
+    )
+    rank: int = Field(default=1, ge=0, description="The rank whose cache one-rank-kernels empties.")
+    requests_after_ready: int = Field(
+        default=4, ge=0, description="Short requests sent after ready before counting compiles."
+    )
+
+
+class BenchmarkGate(Gate):
+    """Interleaved arms against the previous release; a non-inferiority decision."""
+
+    suite: str = Field(default="release", min_length=1, description="Suite name (config/suites).")
+    arms: list[Literal["candidate", "previous"]] = Field(
+        default=["candidate", "previous", "candidate"],
+        min_length=2,
+        description="Arm order of the first session.",
+    )
+    max_arms: int = Field(default=7, ge=2, description="Most arms when undecided.")
+    tolerance: float = Field(default=0.03, gt=0, lt=1, description="Allowed slowdown.")
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """Both releases must be measured, and max_arms must allow the first session."""
+        del context
+        found: list[Problem] = []
+        if {"candidate", "previous"} - set(self.arms):
+            found.append(Problem(("arms",), "needs both arms", "candidate and previous"))
+        if self.max_arms < len(self.arms):
+            found.append(
+                Problem(("max_arms",), f"{self.max_arms} < {len(self.arms)} arms", ">= arms")
+            )
+        return found
+
+
+class Gates(SpecModel):
+    """Settings of every gate; all run by default."""
+
+    release_tests: ReleaseTestsGate = Field(default=ReleaseTestsGate(), description="Tests.")
+    determinism: DeterminismGate = Field(default=DeterminismGate(), description="Determinism.")
+    cold_boots: ColdBootsGate = Field(default=ColdBootsGate(), description="Cold boots.")
+    benchmark: BenchmarkGate = Field(default=BenchmarkGate(), description="Benchmark.")
+
+
+class Promotion(SpecModel):
+    """How long qualification waits for a person to approve."""
+
+    timeout_s: float = Field(default=86400, gt=0, description="Approval wait before giving up.")
+
+
+class Release(SpecModel):
+    """One release of the recipe."""
+
+    kind: Literal["release"] = Field(description="Always `release`.")
+    name: str = Field(pattern=NAME, description="Release name; equals the file name.")
+    previous: str | None = Field(description="Previous release name (sibling file) or null.")
+    description: str = Field(default="", description="What this release changes.")
+    build: Build = Field(description="Where the engine comes from.")
+    engine: EngineSettings = Field(default=EngineSettings(), description="Engine settings.")
+    model: Model = Field(default=Model(), description="The model served.")
+    outputs: Outputs = Field(description="Declared output change.")
+    gates: Gates = Field(default=Gates(), description="Gate settings.")
+    promotion: Promotion = Field(default=Promotion(), description="Promotion settings.")
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """Name matches the file, previous exists, and the benchmark has something to compare."""
+        found: list[Problem] = []
+        if context is not None and context.file.stem != self.name:
+            found.append(Problem(("name",), "differs from the file name", context.file.stem))
+        if self.previous == self.name:
+            found.append(Problem(("previous",), "a release cannot follow itself", "another name"))
+        elif (
+            self.previous is not None
+            and context is not None
+            and previous_file(context.file, self.previous) is None
+        ):
+            found.append(
+                Problem(
+                    ("previous",),
+                    f"unknown previous release {self.previous!r}",
+                    f"{self.previous}.yaml next to {context.file.name}",
+                )
+            )
+        if self.previous is None and self.gates.benchmark.enabled:
+            found.append(
+                Problem(
+                    ("gates", "benchmark", "enabled"),
+                    "a release without previous has nothing to benchmark against",
+                    "enabled: false",
+                )
+            )
+        return found
+
+
+def previous_file(release_file: Path, name: str) -> Path | None:
+    """The file of release `name` seen from `release_file`: a sibling, else one folder up."""
+    for folder in (release_file.parent, release_file.parent.parent):
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_release(path: Path | str) -> Release:
+    """Load and validate a release file."""
+    return load_model(path, Release)
+
+
+def load_previous(path: Path | str, release: Release) -> Release | None:
+    """Load the release `release` follows (None for a first release)."""
+    if release.previous is None:
+        return None
+    found = previous_file(Path(path), release.previous)
+    if found is None:  # validation already refused this; kept for callers that built the model
+        raise SpecError(f"unknown previous release {release.previous!r}", file=path, key="previous")
+    return load_model(found, Release)

@@ -1,0 +1,67 @@
+"""The release-test classification (kind: release-tests): every engine test file is a gate or
+excluded with a reason.
+
+The recipe's release tests are chosen by a script; a test file nobody classified silently stays
+out of the gate. Here the patterns select candidate files and every selected file must appear in
+`files` as `{gate: true}` or `{excluded: true, reason: ...}`; the gate fails on an unclassified
+file (checked where the tree is, by the release-tests gate, with `unclassified`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import Field
+
+from flows.spec.base import Problem, SpecContext, SpecModel, SpecPath
+
+
+class Classification(SpecModel):
+    """One test file: part of the gate, or excluded for a stated reason."""
+
+    gate: bool = Field(default=False, description="Run this file in the release-tests gate.")
+    excluded: bool = Field(default=False, description="Leave this file out of the gate.")
+    reason: str | None = Field(default=None, description="Why it is excluded (required then).")
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """Exactly one of gate/excluded; exclusions need a reason."""
+        del context
+        if self.gate == self.excluded:
+            return [Problem((), "classify as gate or excluded", "gate: true or excluded: true")]
+        if self.excluded and not (self.reason or "").strip():
+            return [Problem(("reason",), "required for an excluded file", "a non-empty reason")]
+        if self.gate and self.reason is not None:
+            return [Problem(("reason",), "only excluded files carry a reason", "no reason")]
+        return []
+
+
+class ReleaseTests(SpecModel):
+    """Which files are release tests, and the class of each."""
+
+    kind: Literal["release-tests"] = Field(description="Always `release-tests`.")
+    root: SpecPath = Field(description="Tree the patterns and file names are relative to.")
+    patterns: list[str] = Field(min_length=1, description="Globs selecting candidate files.")
+    files: dict[str, Classification] = Field(description="Class of every selected file.")
+
+    def selects(self, name: str) -> bool:
+        """Whether a file (relative to root, with /) is matched by the patterns."""
+        return any(fnmatch.fnmatch(name, pattern) for pattern in self.patterns)
+
+    def unclassified(self, names: Iterable[str]) -> list[str]:
+        """Selected files without a class: each one fails the gate."""
+        return sorted(n for n in names if self.selects(n) and n not in self.files)
+
+    def gate_files(self) -> list[str]:
+        """Files the gate runs."""
+        return sorted(name for name, entry in self.files.items() if entry.gate)
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """Every classified file must match a pattern (else it is dead configuration)."""
+        del context
+        return [
+            Problem(("files", name), "matches none of the patterns", "a file the patterns select")
+            for name in self.files
+            if not self.selects(name)
+        ]
