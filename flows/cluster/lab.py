@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.errors import ClusterError
@@ -140,6 +141,57 @@ def known_hosts_text(entries: Sequence[tuple[str, str]]) -> str:
         kind, blob = public_key.split()[:2]
         lines.append(f"{address} {kind} {blob}")
     return "\n".join(lines) + "\n"
+
+
+def cluster_yaml_text(
+    state: LabState, *, engine_file: Path, python: str, docker_sockets: Sequence[str] = ()
+) -> str:
+    """The lab as a cluster file: ssh as root with the lab's key and known_hosts.
+
+    Namespaces share this machine's file system, so each node gets its own workdir under the
+    lab folder and the process runtime can use this checkout's interpreter.
+    """
+    lab_dir = Path(state.lab_dir)
+    nodes = []
+    for rank, host in enumerate(state.hosts):
+        node: dict[str, object] = {
+            "name": host.name,
+            "rank": rank,
+            "address": host.address,
+            "workdir": str(lab_dir / "nodes" / host.name),
+        }
+        if rank == 0:
+            node["head"] = True
+        if docker_sockets:
+            node["overrides"] = {"docker_daemon": f"unix://{docker_sockets[rank]}"}
+        nodes.append(node)
+    runtime: dict[str, object] = (
+        {"kind": "docker"}
+        if docker_sockets
+        else {
+            "kind": "process",
+            "python": python,
+        }
+    )
+    document = {
+        "kind": "cluster",
+        "name": state.prefix,
+        "shape": f"tp{len(state.hosts)}-lab",
+        "transport": {
+            "kind": "ssh",
+            "user": "root",
+            "key_file": str(state.client_key),
+            "known_hosts": str(state.known_hosts),
+            "connect_timeout_s": 5,
+            "connect_retries": 1,
+            "command_timeout_s": 120,
+        },
+        "runtime": runtime,
+        "engine": {"extends": str(engine_file)},
+        "nodes": nodes,
+    }
+    header = "# Written by `sparkgate lab up`; removed by `sparkgate lab down`.\n"
+    return header + yaml.safe_dump(document, sort_keys=False)
 
 
 # -- running things -----------------------------------------------------------------------------
@@ -290,8 +342,14 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
     return public_key
 
 
-def lab_up(plan: LabPlan, lab_dir: Path, *, sshd: Path = SSHD) -> LabState:
-    """Create the lab described by plan (removing a recorded earlier lab first)."""
+def lab_up(
+    plan: LabPlan, lab_dir: Path, *, engine_file: Path, python: str, sshd: Path = SSHD
+) -> LabState:
+    """Create the lab described by plan (removing a recorded earlier lab first).
+
+    Writes known_hosts, the client key and `cluster.yaml` into lab_dir; every object is
+    recorded in `state.json` as soon as it exists.
+    """
     require_root_and_tools(sshd)
     lab_down(lab_dir)
     if _subnet_in_use(plan.subnet):
@@ -319,6 +377,11 @@ def lab_up(plan: LabPlan, lab_dir: Path, *, sshd: Path = SSHD) -> LabState:
         known_hosts = lab_dir / "known_hosts"
         known_hosts.write_text(known_hosts_text(entries))
         record.update(known_hosts=str(known_hosts))
+        cluster_file = lab_dir / "cluster.yaml"
+        record.update(cluster_file=str(cluster_file))
+        cluster_file.write_text(
+            cluster_yaml_text(record.state, engine_file=engine_file, python=python)
+        )
     except BaseException:
         lab_down(lab_dir)
         raise

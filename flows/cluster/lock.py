@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError, LockHeldError, TransportError
+from flows.spec.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,17 @@ class LockSettings(BaseModel):
     path: str
     stale_after_s: float = Field(default=300.0, gt=0)
     heartbeat_s: float = Field(default=30.0, gt=0)
+
+
+LOCK_FILE = "sparkgate.lock"
+
+
+def lock_settings(cluster: Cluster) -> LockSettings:
+    """The lock of a cluster: `sparkgate.lock` in the head's workdir, heartbeats well inside
+    the staleness limit."""
+    stale = cluster.lock.stale_after_s
+    path = str(PurePosixPath(cluster.head.workdir) / LOCK_FILE)
+    return LockSettings(path=path, stale_after_s=stale, heartbeat_s=min(30.0, stale / 4))
 
 
 def _this_process_record(command: str, now: datetime) -> LockRecord:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import typer
 
 
 def register_all(app: typer.Typer) -> None:
     """Attach every area's commands to the root app (imports stay local to keep startup fast)."""
+    import_module("flows.commands.cluster").register(app)
+    import_module("flows.commands.lab").register(app)
+    import_module("flows.commands.bench").register(app)

@@ -1,0 +1,68 @@
+"""`sparkgate lab up|down`: namespace hosts with sshd on this machine, to try SSH clusters.
+
+The lab lives in `.sparkgate/lab/`: state.json (what was made), known_hosts, the client key and
+cluster.yaml, usable as `--cluster lab`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from flows.console import err_console, out_console
+from flows.settings import project_root, state_dir
+
+lab_app = typer.Typer(
+    name="lab",
+    help="Network-namespace hosts with sshd, for SSH clusters on one machine.",
+    no_args_is_help=True,
+)
+
+
+@lab_app.command("up")
+def up(
+    nodes: Annotated[int, typer.Option("--nodes", "-n", min=1, max=16, help="Hosts.")] = 3,
+    docker: Annotated[
+        bool, typer.Option("--docker", help="Also start one dockerd per host (not yet).")
+    ] = False,
+) -> None:
+    """Create the lab hosts (needs root); replaces a lab recorded earlier."""
+    from flows.cluster.lab import LabPlan, lab_up  # noqa: PLC0415
+
+    if docker:
+        from flows.errors import ClusterError  # noqa: PLC0415
+
+        raise ClusterError("lab up --docker is not available yet (per-host dockerd pending)")
+    lab_dir = state_dir() / "lab"
+    state = lab_up(
+        LabPlan(nodes=nodes),
+        lab_dir,
+        engine_file=project_root() / "config" / "engines" / "sparkengine.yaml",
+        python=sys.executable,
+    )
+    for host in state.hosts:
+        err_console.print(f"{host.name}: {host.address} (sshd pid {host.sshd_pid})")
+    err_console.print(f"cluster file: {state.cluster_file}  (use --cluster lab)")
+    out_console.print(state.cluster_file, markup=False, highlight=False)
+
+
+@lab_app.command("down")
+def down() -> None:
+    """Remove exactly what `lab up` recorded: sshds, links, namespaces, bridge, files."""
+    from flows.cluster.lab import lab_down  # noqa: PLC0415
+
+    removed = lab_down(state_dir() / "lab")
+    if removed is None:
+        err_console.print("no lab recorded: nothing to remove")
+        return
+    err_console.print(
+        f"removed {len(removed.namespaces)} namespaces, {len(removed.links)} links, "
+        f"bridge {removed.bridge or '-'} and {len(removed.hosts)} sshds"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `lab up` and `lab down`."""
+    app.add_typer(lab_app)
