@@ -92,6 +92,13 @@ class SpecModel(BaseModel):
         del context
         return []
 
+    def local_paths(self) -> list[Loc]:
+        """Key paths of str fields that are local paths only in this instance's setting.
+
+        The loader resolves them like `SpecPath` fields (a local node's workdir, say).
+        """
+        return []
+
     @model_validator(mode="after")
     def _check_problems(self, info: ValidationInfo) -> Self:
         context = info.context if isinstance(info.context, SpecContext) else None

@@ -104,7 +104,10 @@ class Node(SpecModel):
     rank: int = Field(ge=0, description="Rank of the engine process on this node.")
     head: bool = Field(default=False, description="True for the head (rank 0) only.")
     address: str = Field(min_length=1, description="Address other ranks and the pipeline use.")
-    workdir: str = Field(min_length=1, description="Working directory on the node.")
+    workdir: str = Field(
+        min_length=1,
+        description="Working directory on the node; relative to the cluster file when local.",
+    )
     overrides: NodeOverrides = Field(default=NodeOverrides(), description="Per-node overrides.")
 
 
@@ -158,6 +161,12 @@ class Cluster(SpecModel):
             if node.name == name:
                 return node
         raise KeyError(name)
+
+    def local_paths(self) -> list[Loc]:
+        """With the local transport, node workdirs are paths on this machine."""
+        if isinstance(self.transport, LocalTransport):
+            return [("nodes", index, "workdir") for index in range(len(self.nodes))]
+        return []
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Node-set rules, shape and template placeholders."""

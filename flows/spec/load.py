@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from flows.errors import MultipleSpecError, SpecError
-from flows.spec.base import Loc, SpecContext, SpecPathMarker
+from flows.spec.base import Loc, SpecContext, SpecModel, SpecPathMarker
 from flows.spec.errors import spec_errors
 from flows.spec.yamlfile import format_loc, read_yaml
 
@@ -74,13 +74,13 @@ def load_model(path: Path | str, model: type[M]) -> M:
 def validate_document(document: Document, model: type[M]) -> M:
     """Validate merged data as `model`, then make its SpecPath fields absolute."""
     instance = _validate(document, require_mapping(document), model)
-    relative = [(loc, path) for loc, path in spec_paths(instance) if not path.is_absolute()]
+    relative = [(loc, p) for loc, p in spec_paths(instance) if not p.expanduser().is_absolute()]
     if not relative:
         return instance
     data = _deep_copy(document.data)
     for loc, path in relative:
         base = document.origin_of(loc).file.parent
-        _assign(data, loc, str((base / path).resolve()))
+        _assign(data, loc, str((base / path.expanduser()).resolve()))
     return _validate(document, data, model)
 
 
@@ -252,7 +252,12 @@ def _error(
 
 
 def spec_paths(model: BaseModel, loc: Loc = ()) -> Iterator[tuple[Loc, Path]]:
-    """Every SpecPath value inside `model`, with its key path."""
+    """Every SpecPath value inside `model` (and its `local_paths`), with its key path."""
+    if isinstance(model, SpecModel):
+        for sub in model.local_paths():
+            value = _get(model, sub)
+            if isinstance(value, str):
+                yield (*loc, *sub), Path(value)
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         here = (*loc, name)
@@ -281,6 +286,13 @@ def _is_spec_path(annotation: Any, metadata: list[Any]) -> bool:
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return any(_is_spec_path(arg, []) for arg in typing.get_args(annotation))
     return False
+
+
+def _get(model: BaseModel, loc: Loc) -> Any:
+    value: Any = model
+    for part in loc:
+        value = value[part] if isinstance(part, int) else getattr(value, part)
+    return value
 
 
 def _deep_copy(value: Any) -> Any:

@@ -1,0 +1,146 @@
+"""Resolve a release on a cluster into each rank's launch plan: argv, env, cwd, cache dirs.
+
+This is the one place placeholders are filled, as a pure function of the specs, so the process
+and Docker runtimes launch exactly what `sparkgate render` shows. Layering, lowest first: the
+engine profile, the release (options, env, serve args), the node's overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.errors import SpecError
+from flows.spec.cluster import Cluster, Node, SshTransport
+from flows.spec.release import Release
+from flows.spec.template import fill, unknown_placeholders
+
+
+class LaunchPlan(BaseModel):
+    """Everything a runtime needs to start one rank, with no placeholder left."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str = Field(description="Node name.")
+    rank: int = Field(description="Rank of this process.")
+    head: bool = Field(description="Whether this is the head rank.")
+    address: str = Field(description="Node address.")
+    argv: list[str] = Field(description="Command line.")
+    env: dict[str, str] = Field(description="Environment added to the runtime's base.")
+    cwd: str = Field(description="Working directory on the node.")
+    workdir: str = Field(description="The node's work directory.")
+    model_dir: str = Field(description="Model directory on the node.")
+    cache_dirs: dict[str, str] = Field(description="Cache directory per cache kind.")
+    kernel_cache: str = Field(description="Name of the kernel cache kind.")
+    ready_url: str | None = Field(description="Readiness URL (head only).")
+    stop_signal: str = Field(description="Signal that stops the rank.")
+    stop_grace_s: float = Field(description="Seconds before a kill follows.")
+
+
+def render_launch(
+    cluster: Cluster,
+    release: Release,
+    node: Node | str,
+    extra: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """The launch plan of `node`; `extra` overrides placeholder values (e.g. `python`)."""
+    if isinstance(node, str):
+        node = _node(cluster, node)
+    values = placeholder_values(cluster, release, node, extra)
+    profile = cluster.engine
+    launch = profile.launch
+    role_args = launch.head_args if node.head else launch.worker_args
+    argv = _fill_all(
+        [*launch.argv, *role_args, *release.engine.serve_args, *node.overrides.args], values
+    )
+    env = {
+        name: _fill(value, values, f"env.{name}")
+        for name, value in {**launch.env, **release.engine.env, **node.overrides.env}.items()
+    }
+    return LaunchPlan(
+        node=node.name,
+        rank=node.rank,
+        head=node.head,
+        address=node.address,
+        argv=argv,
+        env=env,
+        cwd=_fill(launch.cwd, values, "launch.cwd"),
+        workdir=node.workdir,
+        model_dir=values["model"],
+        cache_dirs={name: values[f"cache.{name}"] for name in profile.caches},
+        kernel_cache=profile.kernel_cache,
+        ready_url=_fill(profile.ready.url, values, "ready.url") if node.head else None,
+        stop_signal=profile.stop.signal,
+        stop_grace_s=profile.stop.grace_s,
+    )
+
+
+def render_all(
+    cluster: Cluster, release: Release, extra: Mapping[str, str] | None = None
+) -> list[LaunchPlan]:
+    """Launch plans of every node, by rank."""
+    nodes = sorted(cluster.nodes, key=lambda n: n.rank)
+    return [render_launch(cluster, release, node, extra) for node in nodes]
+
+
+def placeholder_values(
+    cluster: Cluster,
+    release: Release,
+    node: Node,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The value of every placeholder for `node`; release options must exist in the profile."""
+    profile = cluster.engine
+    unknown = sorted(set(release.engine.options) - set(profile.options))
+    if unknown:
+        raise SpecError(
+            f"not an option of engine profile {profile.name}",
+            key=f"engine.options.{unknown[0]}",
+            expected="one of " + ", ".join(sorted(profile.options)) if profile.options else None,
+        )
+    base = {
+        "rank": str(node.rank),
+        "nnodes": str(len(cluster.nodes)),
+        "node": node.name,
+        "address": node.address,
+        "user": cluster.transport.user if isinstance(cluster.transport, SshTransport) else "",
+        "head_address": cluster.head.address,
+        "rendezvous_port": str(cluster.ports.rendezvous),
+        "port": str(cluster.ports.api),
+        "model_id": release.model.id,
+        "workdir": node.workdir,
+        "release": release.name,
+    }
+    options = {**profile.options, **release.engine.options}
+    base.update({f"option.{name}": value for name, value in options.items()})
+    base["python"] = _fill(cluster.runtime.python, base, "runtime.python")
+    base.update(
+        {f"cache.{n}": _fill(c.path, base, f"caches.{n}") for n, c in profile.caches.items()}
+    )
+    base["model"] = _fill(profile.model_dir, base, "model_dir")
+    base.update(extra or {})
+    return base
+
+
+def _node(cluster: Cluster, name: str) -> Node:
+    try:
+        return cluster.node(name)
+    except KeyError:
+        names = ", ".join(node.name for node in cluster.nodes)
+        raise SpecError(f"no node {name!r} in cluster {cluster.name}", expected=names) from None
+
+
+def _fill_all(templates: list[str], values: Mapping[str, str]) -> list[str]:
+    return [_fill(text, values, f"argv[{index}]") for index, text in enumerate(templates)]
+
+
+def _fill(template: str, values: Mapping[str, str], where: str) -> str:
+    unknown = unknown_placeholders(template, values)
+    if unknown:
+        raise SpecError(
+            f"unknown placeholder {{{unknown[0]}}} in {template!r}",
+            key=where,
+            expected="one of " + ", ".join("{" + name + "}" for name in sorted(values)),
+        )
+    return fill(template, values)
