@@ -12,3 +12,4 @@ def register_all(app: typer.Typer) -> None:
     import_module("flows.commands.cluster").register(app)
     import_module("flows.commands.lab").register(app)
     import_module("flows.commands.bench").register(app)
+    import_module("flows.commands.spec").register(app)

@@ -1,0 +1,144 @@
+"""`sparkgate validate`, `schema` and `render`: check spec files, export schemas, show launches.
+
+These commands run nothing on a cluster: they are how a person (or CI) learns that a release and
+a cluster are well-formed and sees exactly what would be launched on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from flows.console import err_console, out_console
+from flows.errors import SpecError
+from flows.spec.cluster import Cluster
+from flows.spec.kinds import load_spec
+from flows.spec.load import load_model
+from flows.spec.release import Release
+from flows.spec.render import LaunchPlan, render_all
+
+DEFAULT_CLUSTER = Path("config/local.yaml")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach validate, schema and render to the root app."""
+    app.command("validate")(validate)
+    app.command("schema")(schema)
+    app.command("render")(render)
+
+
+def spec_files(paths: list[Path]) -> list[Path]:
+    """Files to check: each file given, and every *.yaml under each directory given."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*.yaml") if p.is_file()))
+        else:
+            found.append(path)
+    return found
+
+
+def validate(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Spec files or directories (recursing *.yaml).")
+    ],
+) -> None:
+    """Check spec files of every kind; exit 0 when all are valid, 2 otherwise."""
+    failed = 0
+    for path in spec_files(paths):
+        try:
+            model = load_spec(path)
+        except SpecError as error:
+            failed += 1
+            err_console.print(error.render(), markup=False, highlight=False, soft_wrap=True)
+            continue
+        if model is None:
+            err_console.print(f"{path}: skipped (no model for its kind in this checkout)")
+        else:
+            kind = getattr(model, "kind", "?")
+            err_console.print(f"{path}: ok ({kind})", markup=False, highlight=False)
+    if failed:
+        raise typer.Exit(SpecError.exit_code)
+
+
+def schema(
+    out: Annotated[Path, typer.Option("--out", help="Directory for the schemas.")] = Path(
+        "config/schema"
+    ),
+) -> None:
+    """Write a JSON Schema per spec kind (<kind>.schema.json) for editors."""
+    from flows.spec.schema import write_schemas  # noqa: PLC0415 - only this command needs it
+
+    for path in write_schemas(out):
+        err_console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def render(
+    release: Annotated[Path, typer.Argument(help="Release file.")],
+    cluster: Annotated[
+        Path, typer.Option("--cluster", "-c", help="Cluster file.")
+    ] = DEFAULT_CLUSTER,
+    node: Annotated[str | None, typer.Option("--node", "-n", help="Only this node.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Machine-readable output on stdout.")
+    ] = False,
+) -> None:
+    """Show the resolved release, cluster and each rank's launch plan."""
+    release_spec = load_model(release, Release)
+    cluster_spec = load_model(cluster, Cluster)
+    try:
+        plans = render_all(cluster_spec, release_spec)
+    except SpecError as error:
+        raise SpecError(
+            error.message, file=error.file or release, key=error.key, expected=error.expected
+        ) from None
+    if node is not None:
+        plans = [plan for plan in plans if plan.node == node]
+        if not plans:
+            names = ", ".join(n.name for n in cluster_spec.nodes)
+            raise SpecError(f"no node {node!r}", file=cluster, key="nodes", expected=names)
+    if as_json:
+        document = {
+            "release": release_spec.model_dump(mode="json"),
+            "cluster": cluster_spec.model_dump(mode="json"),
+            "plans": [plan.model_dump(mode="json") for plan in plans],
+        }
+        out_console.print_json(json.dumps(document))
+        return
+    _show(release_spec, cluster_spec, plans)
+
+
+def _show(release: Release, cluster: Cluster, plans: list[LaunchPlan]) -> None:
+    options = ", ".join(f"{k}={v}" for k, v in release.engine.options.items()) or "-"
+    outputs = release.outputs.change + (
+        f" ({release.outputs.reason})" if release.outputs.reason else ""
+    )
+    err_console.rule(f"release {release.name}")
+    err_console.print(f"previous: {release.previous or '-'}   outputs: {outputs}")
+    err_console.print(f"build: {release.build.source} ({release.build.dockerfile})")
+    err_console.print(f"options: {options}   model: {release.model.id}")
+    gates = release.gates
+    enabled = [name for name in type(gates).model_fields if getattr(gates, name).enabled]
+    err_console.print(f"gates: {', '.join(enabled)}")
+    err_console.rule(f"cluster {cluster.name}")
+    err_console.print(
+        f"shape: {cluster.shape}   transport: {cluster.transport.kind}   "
+        f"runtime: {cluster.runtime.kind}   engine: {cluster.engine.name}"
+    )
+    for plan in plans:
+        table = Table(title=f"rank {plan.rank} on {plan.node} ({plan.address})", show_header=False)
+        table.add_row("argv", shlex.join(plan.argv))
+        table.add_row("env", " ".join(f"{k}={v}" for k, v in plan.env.items()) or "-")
+        table.add_row("cwd", plan.cwd)
+        caches = ", ".join(
+            f"{k}{'*' if k == plan.kernel_cache else ''}={v}" for k, v in plan.cache_dirs.items()
+        )
+        table.add_row("caches", caches)
+        table.add_row("ready", plan.ready_url or "-")
+        table.add_row("stop", f"{plan.stop_signal}, {plan.stop_grace_s:g} s grace")
+        err_console.print(table)
