@@ -98,5 +98,11 @@ class GateFailedError(SparkgateError):
     """A qualification gate ran and its verdict is a failure."""
 
 
+class InconclusiveError(GateFailedError):
+    """A gate ran but its noise allowed no decision; never a pass (exit 3, distinct from 1)."""
+
+    exit_code = 3
+
+
 class RecordError(SparkgateError):
     """An experiments record is missing, malformed or does not verify."""

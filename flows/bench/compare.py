@@ -1,0 +1,170 @@
+"""Compare a candidate's arms with the previous release's arms, point by point.
+
+Two readings are produced for every gated metric of every shared point:
+
+* the recipe's: describe() of the first candidate arm against the first previous arm, the Welch
+  change and interval, its faster/slower/same verdict and regression rule, so a table lines up
+  with the recipe's `bench --compare`;
+* ours, the one the gate uses: the arm-level estimate over all arms, assumed to have been run
+  interleaved in session order C1, P1, C2, P2, ... with boot noise from the session and an A/A
+  ledger, and a non-inferiority verdict. Without any arm-level degrees of freedom (two arms and
+  no ledger) the verdict is inconclusive: boot noise is unknown, so nothing can be concluded.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.bench.ledger import Ledger
+from flows.bench.report import ArmReport, higher_is_better
+from flows.bench.stats import (
+    DEFAULT_TOLERANCE_PCT,
+    Arm,
+    ArmEstimate,
+    Change,
+    Described,
+    RecipeVerdict,
+    Verdict,
+    difference,
+    estimate_arms,
+    recipe_regression,
+    recipe_verdict,
+)
+from flows.errors import BenchError
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class PointComparison(BaseModel):
+    """One metric of one point: both arms' summaries, the recipe's reading and ours."""
+
+    model_config = _FROZEN
+
+    point: str = Field(description="point name, e.g. decode/prose-c1")
+    metric: str = Field(description="metric compared, e.g. step_ms")
+    higher_is_better: bool = Field(description="direction of the metric")
+    new: Described = Field(description="first candidate arm")
+    old: Described = Field(description="first previous arm")
+    welch: Change | None = Field(description="recipe Welch change; None if n < 2")
+    recipe_verdict: RecipeVerdict | None = Field(description="recipe faster/slower/same")
+    recipe_regression: bool = Field(description="recipe rule: slower beyond the tolerance")
+    arms: ArmEstimate | None = Field(description="arm-level estimate over every arm")
+    verdict: Verdict = Field(description="non-inferiority verdict the gate uses")
+
+
+class Comparison(BaseModel):
+    """The whole comparison, as written to compare.json."""
+
+    model_config = _FROZEN
+
+    new: list[str] = Field(description="candidate arm labels in session order")
+    old: list[str] = Field(description="previous arm labels in session order")
+    tolerance_pct: float = Field(description="practical floor")
+    ledger_gaps: int = Field(description="A/A ledger sessions available")
+    points: list[PointComparison] = Field(description="one row per point and gated metric")
+    unmatched: list[str] = Field(description="candidate points the previous arm did not measure")
+
+    @property
+    def regressions(self) -> list[PointComparison]:
+        """Rows whose verdict is slower."""
+        return [p for p in self.points if p.verdict is Verdict.SLOWER]
+
+    @property
+    def inconclusive(self) -> list[PointComparison]:
+        """Rows that could not be decided."""
+        return [p for p in self.points if p.verdict is Verdict.INCONCLUSIVE]
+
+
+def session_order(
+    new: Sequence[ArmReport], old: Sequence[ArmReport]
+) -> list[tuple[ArmReport, bool]]:
+    """Interleave arms as they were run, C1, P1, C2, P2, ..., each with its role."""
+    paired = itertools.zip_longest([(arm, True) for arm in new], [(arm, False) for arm in old])
+    return [arm for pair in paired for arm in pair if arm is not None]
+
+
+def _arm_estimate(
+    ordered: Sequence[tuple[ArmReport, bool]],
+    name: str,
+    metric: str,
+    ledger: Sequence[float],
+    tolerance_pct: float,
+) -> ArmEstimate | None:
+    arms = []
+    for report, candidate in ordered:
+        values = report.points[name].values(metric) if name in report.points else []
+        if not values or min(values) <= 0:
+            return None
+        arms.append(Arm(candidate=candidate, values=tuple(values)))
+    return estimate_arms(
+        arms,
+        higher_is_better=higher_is_better(metric),
+        ledger_gaps=ledger,
+        tolerance_pct=tolerance_pct,
+    )
+
+
+def compare_arms(
+    new: Sequence[ArmReport],
+    old: Sequence[ArmReport],
+    *,
+    ledger: Ledger | None = None,
+    tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+) -> Comparison:
+    """Compare candidate arms with previous arms on every point and gated metric they share.
+
+    Raises:
+        BenchError: if a side has no arm or the arms share no point.
+    """
+    if not new or not old:
+        raise BenchError("compare needs at least one candidate arm and one previous arm")
+    ordered = session_order(new, old)
+    rows = []
+    unmatched = []
+    for name, point in new[0].points.items():
+        reference = old[0].points.get(name)
+        if reference is None:
+            unmatched.append(name)
+            continue
+        for metric in point.gate:
+            new_summary, old_summary = point.summary(metric), reference.summary(metric)
+            if new_summary is None or old_summary is None:
+                continue
+            # The recipe rounds describe() before comparing; so do we, to print its numbers.
+            new_summary, old_summary = new_summary.rounded(), old_summary.rounded()
+            higher = higher_is_better(metric)
+            welch = difference(new_summary, old_summary)
+            gaps = ledger.for_metric(name, metric) if ledger else []
+            arms = _arm_estimate(ordered, name, metric, gaps, tolerance_pct)
+            regression = welch is not None and recipe_regression(
+                welch, higher_is_better=higher, tolerance_pct=tolerance_pct
+            )
+            rows.append(
+                PointComparison(
+                    point=name,
+                    metric=metric,
+                    higher_is_better=higher,
+                    new=new_summary,
+                    old=old_summary,
+                    welch=welch,
+                    recipe_verdict=recipe_verdict(welch, higher_is_better=higher)
+                    if welch
+                    else None,
+                    recipe_regression=regression,
+                    arms=arms,
+                    verdict=arms.verdict if arms else Verdict.INCONCLUSIVE,
+                )
+            )
+    if not rows:
+        raise BenchError("the arms share no point with a gated metric; nothing to compare")
+    return Comparison(
+        new=[r.label for r in new],
+        old=[r.label for r in old],
+        tolerance_pct=tolerance_pct,
+        ledger_gaps=len(ledger.sessions) if ledger else 0,
+        points=rows,
+        unmatched=unmatched,
+    )

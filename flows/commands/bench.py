@@ -1,0 +1,118 @@
+"""`sparkgate bench ...`: run one arm, import recipe reports, compare arms, grow the A/A ledger.
+
+Thin commands: parse, call one library function, render. Tables go to stderr, `--json` to
+stdout. `bench compare` exits 0 when every point passes, 1 on a regression and 3 when a point
+is inconclusive (never a pass: add arms or ledger entries and compare again).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from flows.console import err_console, out_console
+from flows.errors import GateFailedError, InconclusiveError
+
+if TYPE_CHECKING:
+    from flows.bench.report import ArmReport
+
+bench_app = typer.Typer(help="Benchmark arms: run, import, compare.", no_args_is_help=True)
+
+
+def _load_arm(path: Path) -> ArmReport:
+    """An arm report, or a recipe bench.json imported on the fly."""
+    from flows.bench.legacy import RECIPE_SCHEMA, import_recipe_report  # noqa: PLC0415
+    from flows.bench.report import read_arm  # noqa: PLC0415
+
+    if path.is_file():
+        try:
+            head = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            head = None
+        if isinstance(head, dict) and head.get("schema") == RECIPE_SCHEMA:
+            return import_recipe_report(path)
+    return read_arm(path)
+
+
+@bench_app.command("import")
+def import_command(
+    report: Annotated[Path, typer.Argument(help="a recipe `bin/spark bench` bench.json")],
+    out: Annotated[Path, typer.Option("--out", help="directory to write arm.json into")],
+    label: Annotated[str | None, typer.Option(help="arm label (default: file name)")] = None,
+) -> None:
+    """Import a recipe report as an arm, keeping every raw receipt."""
+    from flows.bench.legacy import import_recipe_report  # noqa: PLC0415
+    from flows.bench.report import write_arm  # noqa: PLC0415
+
+    arm = import_recipe_report(report, label=label)
+    path = write_arm(arm, out)
+    receipts = sum(len(s.legacy_receipts) for p in arm.points.values() for s in p.samples)
+    err_console.print(f"imported {len(arm.points)} points, {receipts} receipts -> {path}")
+
+
+@bench_app.command("compare")
+def compare_command(  # noqa: PLR0917 - typer maps parameters to options
+    new: Annotated[Path, typer.Argument(help="candidate arm: arm.json, its folder, recipe json")],
+    old: Annotated[list[Path], typer.Argument(help="previous-release arms in session order")],
+    again: Annotated[
+        list[Path] | None,
+        typer.Option("--again", help="further candidate arms (C2, C3 ...) in session order"),
+    ] = None,
+    ledger_path: Annotated[Path | None, typer.Option("--ledger", help="A/A ledger JSON")] = None,
+    tolerance: Annotated[float, typer.Option(help="practical floor in percent")] = 3.0,
+    out: Annotated[
+        Path | None, typer.Option(help="write compare.json, bench.txt, changes.png here")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON on stdout")] = False,
+) -> None:
+    """Compare arms C1, P1, C2, ... point by point; non-zero exit on a regression."""
+    from flows.bench.compare import compare_arms  # noqa: PLC0415
+    from flows.bench.ledger import Ledger, read_ledger  # noqa: PLC0415
+    from flows.bench.render import comparison_table, plot_changes, recipe_text  # noqa: PLC0415
+
+    again = again or []
+    arms = [_load_arm(p) for p in [new, *again, *old]]
+    candidates, previous = arms[: 1 + len(again)], arms[1 + len(again) :]
+    ledger = read_ledger(ledger_path) if ledger_path else Ledger()
+    comparison = compare_arms(candidates, previous, ledger=ledger, tolerance_pct=tolerance)
+    err_console.print(comparison_table(comparison))
+    text = recipe_text(comparison)
+    err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.json").write_text(comparison.model_dump_json(indent=1) + "\n")
+        (out / "bench.txt").write_text(text + "\n")
+        plot_changes(comparison, out / "changes.png")
+        err_console.print(f"wrote {out}/compare.json, bench.txt, changes.png")
+    if as_json:
+        out_console.print_json(comparison.model_dump_json())
+    if comparison.regressions:
+        names = ", ".join(f"{r.point} {r.metric}" for r in comparison.regressions)
+        raise GateFailedError(f"FAIL: slower beyond {tolerance:g}%: {names}")
+    if comparison.inconclusive:
+        raise InconclusiveError(
+            f"INCONCLUSIVE: {len(comparison.inconclusive)} of {len(comparison.points)} rows "
+            "cannot be decided (add arms or A/A ledger entries)"
+        )
+
+
+@bench_app.command("ledger-add")
+def ledger_add_command(
+    first: Annotated[Path, typer.Argument(help="first arm of a release (C1)")],
+    second: Annotated[Path, typer.Argument(help="second arm of the same release (C2)")],
+    ledger_path: Annotated[Path, typer.Option("--ledger", help="A/A ledger JSON (created)")],
+) -> None:
+    """Record the gaps between two arms of the same release in the A/A ledger."""
+    from flows.bench.ledger import read_ledger, write_ledger  # noqa: PLC0415
+
+    ledger = read_ledger(ledger_path).with_session(_load_arm(first), _load_arm(second))
+    write_ledger(ledger, ledger_path)
+    err_console.print(f"{ledger_path}: {len(ledger.sessions)} A/A sessions")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `sparkgate bench` to the root app."""
+    app.add_typer(bench_app, name="bench")
