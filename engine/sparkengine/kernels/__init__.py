@@ -1,0 +1,1 @@
+"""Numba kernels: declared configurations, on-disk caches per kind, prepare -> freeze."""

@@ -1,0 +1,63 @@
+"""Causal attention over a paged KV cache, one row at a time.
+
+First every row's k and v are written to its block; then each row attends to positions
+0..pos of its own sequence in order, with a two-pass softmax. A row reads only its own
+sequence's cache, so chunked prefill, decode and prefix-cache hits give identical values.
+"""
+
+import math
+
+import numba as nb
+import numpy as np
+
+# CONFIG
+HEADS = 2
+HEAD_DIM = 32
+BLOCK = 16
+# END CONFIG
+
+
+@nb.njit(cache=True, nogil=True)
+def kernel(qkv, positions, tables, table_start, k_cache, v_cache, out):  # noqa: PLR0917
+    rows = qkv.shape[0]
+    scale = np.float32(1.0 / math.sqrt(HEAD_DIM))
+    for i in range(rows):
+        p = positions[i]
+        block = tables[table_start[i] + p // BLOCK]
+        off = p % BLOCK
+        for h in range(HEADS):
+            for d in range(HEAD_DIM):
+                k_cache[block, off, h, d] = qkv[i, (HEADS + h) * HEAD_DIM + d]
+                v_cache[block, off, h, d] = qkv[i, (2 * HEADS + h) * HEAD_DIM + d]
+    scores = np.empty(positions.max() + 1 if rows > 0 else 1, dtype=np.float32)
+    acc = np.empty(HEAD_DIM, dtype=np.float32)
+    for i in range(rows):
+        p = positions[i]
+        t0 = table_start[i]
+        for h in range(HEADS):
+            qbase = h * HEAD_DIM
+            best = np.float32(-np.inf)
+            for s in range(p + 1):
+                block = tables[t0 + s // BLOCK]
+                off = s % BLOCK
+                dot = np.float32(0.0)
+                for d in range(HEAD_DIM):
+                    dot += qkv[i, qbase + d] * k_cache[block, off, h, d]
+                dot *= scale
+                scores[s] = dot
+                best = max(best, dot)
+            total = np.float32(0.0)
+            for s in range(p + 1):
+                e = np.float32(math.exp(scores[s] - best))
+                scores[s] = e
+                total += e
+            acc[:] = 0.0
+            for s in range(p + 1):
+                block = tables[t0 + s // BLOCK]
+                off = s % BLOCK
+                w = scores[s]
+                for d in range(HEAD_DIM):
+                    acc[d] += w * v_cache[block, off, h, d]
+            inv = np.float32(1.0) / total
+            for d in range(HEAD_DIM):
+                out[i, qbase + d] = acc[d] * inv

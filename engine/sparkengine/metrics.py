@@ -1,0 +1,85 @@
+"""Prometheus text exposition of rank 0's counters, gauges and step-time histogram."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """Values updated by the engine loop and read by /metrics."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0
+        self.waiting = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.compiles_after_freeze = 0
+        self._bucket_counts = [0] * len(STEP_BUCKETS)
+        self._step_count = 0
+        self._step_sum = 0.0
+
+    def observe_step(self, seconds: float) -> None:
+        """Add one step duration to the histogram."""
+        with self._lock:
+            index = bisect.bisect_left(STEP_BUCKETS, seconds)
+            if index < len(STEP_BUCKETS):
+                self._bucket_counts[index] += 1
+            self._step_count += 1
+            self._step_sum += seconds
+
+    def render(self) -> str:
+        """The /metrics body."""
+        lines: list[str] = []
+
+        def one(name: str, kind: str, help_text: str, value: float) -> None:
+            lines.extend([f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"])
+
+        with self._lock:
+            one("sparkengine_requests_running", "gauge", "Requests in the batch.", self.running)
+            one("sparkengine_requests_waiting", "gauge", "Requests queued.", self.waiting)
+            one(
+                "sparkengine_prompt_tokens_total",
+                "counter",
+                "Prompt tokens admitted.",
+                self.prompt_tokens,
+            )
+            one(
+                "sparkengine_generation_tokens_total",
+                "counter",
+                "Tokens generated.",
+                self.generation_tokens,
+            )
+            one(
+                "sparkengine_prefix_cache_queries_total",
+                "counter",
+                "Prompt tokens looked up in the prefix cache.",
+                self.prefix_queries,
+            )
+            one(
+                "sparkengine_prefix_cache_hits_total",
+                "counter",
+                "Prompt tokens served from the prefix cache.",
+                self.prefix_hits,
+            )
+            one(
+                "sparkengine_compiles_after_freeze_total",
+                "counter",
+                "Kernel compilations after the registry was frozen.",
+                self.compiles_after_freeze,
+            )
+            name = "sparkengine_step_seconds"
+            lines += [f"# HELP {name} Duration of one engine step.", f"# TYPE {name} histogram"]
+            cumulative = 0
+            for bound, count in zip(STEP_BUCKETS, self._bucket_counts, strict=True):
+                cumulative += count
+                lines.append(f'{name}_bucket{{le="{bound}"}} {cumulative}')
+            lines.append(f'{name}_bucket{{le="+Inf"}} {self._step_count}')
+            lines.append(f"{name}_sum {self._step_sum}")
+            lines.append(f"{name}_count {self._step_count}")
+        return "\n".join(lines) + "\n"
