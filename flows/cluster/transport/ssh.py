@@ -264,6 +264,11 @@ class SshTransport:
             channel = transport.open_session(timeout=max(deadline - time.monotonic(), 0.1))
         except (OSError, EOFError, paramiko.SSHException) as error:
             self.close()
+            if time.monotonic() >= deadline:
+                raise TransportError(
+                    f"{self.node}: `{label}` timed out after {timeout:g} s "
+                    f"(no answer from {self._where()})"
+                ) from error
             raise TransportError(
                 f"{self.node}: cannot open a session for `{label}`: {error}"
             ) from error
