@@ -114,23 +114,24 @@ class Group:
 
     def allreduce(self, part: np.ndarray) -> np.ndarray:
         """Sum `part` over all ranks in rank order; every rank gets the same bytes back."""
-        seq = self.seq
-        self.seq += 1
         if self.nnodes == 1:
             return part
+        seq = self.seq
         if self.rank != 0:
             self.links[0].send(Msg.PARTIAL, seq, memoryview(part).cast("B"))
             got_seq, payload = self.expect(0, Msg.SUM)
             self._check_seq(0, got_seq, seq)
-            return np.frombuffer(payload, dtype=np.float32).reshape(part.shape).copy()
-        total = part.copy()
-        for peer in range(1, self.nnodes):
-            got_seq, payload = self.expect(peer, Msg.PARTIAL)
-            self._check_seq(peer, got_seq, seq)
-            total += np.frombuffer(payload, dtype=np.float32).reshape(part.shape)
-        data = memoryview(total).cast("B")
-        for peer in range(1, self.nnodes):
-            self.links[peer].send(Msg.SUM, seq, data)
+            total = np.frombuffer(payload, dtype=np.float32).reshape(part.shape).copy()
+        else:
+            total = part.copy()
+            for peer in range(1, self.nnodes):
+                got_seq, payload = self.expect(peer, Msg.PARTIAL)
+                self._check_seq(peer, got_seq, seq)
+                total += np.frombuffer(payload, dtype=np.float32).reshape(part.shape)
+            data = memoryview(total).cast("B")
+            for peer in range(1, self.nnodes):
+                self.links[peer].send(Msg.SUM, seq, data)
+        self.seq += 1
         return total
 
     def _check_seq(self, peer: int, got: int, want: int) -> None:
