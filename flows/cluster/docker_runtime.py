@@ -1,0 +1,203 @@
+"""Run one engine rank as a container on a node's Docker daemon, and take it down again.
+
+In production each GB10 node runs its rank in Docker; the pipeline drives every node's daemon
+through the SDK (a unix socket here and on lab hosts, `ssh://` on real nodes). A rank container
+uses host networking (ranks meet on the nodes' own addresses), bind-mounts its cache folders so
+cold and warm boots are decided on the node's disk, takes argv and env from the launch plan, and
+carries labels naming sparkgate, the cluster, the node and the rank, so the pipeline can always
+find, inspect, log and remove exactly its own containers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.types import Mount
+from pydantic import BaseModel, ConfigDict
+
+from flows.errors import BootError, ClusterError
+
+LABEL = "io.sparkgate"
+DEFAULT_GRACE_S = 10.0
+
+
+class BindMount(BaseModel):
+    """A folder on the node mounted into the container (cache folders, model, workdir)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+class RankContainer(BaseModel):
+    """Everything needed to start one rank's container; argv is the full command line."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cluster: str
+    node: str
+    rank: int
+    image: str
+    name: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = {}
+    cwd: str | None = None
+    mounts: tuple[BindMount, ...] = ()
+    user: str | None = None
+    stop_signal: str = "SIGTERM"
+    release: str = ""
+
+
+class ContainerState(BaseModel):
+    """What `docker inspect` says about a rank container, for status tables and evidence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    status: str
+    running: bool
+    exit_code: int
+    oom_killed: bool
+    error: str
+    started_at: str
+    finished_at: str
+    labels: Mapping[str, str]
+
+
+def container_labels(spec: RankContainer) -> dict[str, str]:
+    """Labels that identify a rank container as sparkgate's, with cluster, node and rank."""
+    return {
+        LABEL: "rank",
+        f"{LABEL}.cluster": spec.cluster,
+        f"{LABEL}.node": spec.node,
+        f"{LABEL}.rank": str(spec.rank),
+        f"{LABEL}.release": spec.release,
+    }
+
+
+def create_options(spec: RankContainer) -> dict[str, Any]:
+    """The SDK's `containers.create` arguments for spec (pure: no daemon involved)."""
+    if not spec.argv:
+        raise ClusterError(f"node {spec.node} rank {spec.rank}: empty command line")
+    options: dict[str, Any] = {
+        "image": spec.image,
+        "name": spec.name,
+        "entrypoint": [spec.argv[0]],
+        "command": list(spec.argv[1:]),
+        "environment": dict(spec.env),
+        "labels": container_labels(spec),
+        "network_mode": "host",
+        "mounts": [
+            Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+            for m in spec.mounts
+        ],
+        "stop_signal": spec.stop_signal,
+        "detach": True,
+    }
+    if spec.cwd is not None:
+        options["working_dir"] = spec.cwd
+    if spec.user is not None:
+        options["user"] = spec.user
+    return options
+
+
+def container_state(inspect: Mapping[str, Any]) -> ContainerState:
+    """A ContainerState from an inspect document (pure)."""
+    state = inspect.get("State") or {}
+    return ContainerState(
+        id=str(inspect["Id"]),
+        name=str(inspect.get("Name", "")).lstrip("/"),
+        status=str(state.get("Status", "")),
+        running=bool(state.get("Running")),
+        exit_code=int(state.get("ExitCode") or 0),
+        oom_killed=bool(state.get("OOMKilled")),
+        error=str(state.get("Error") or ""),
+        started_at=str(state.get("StartedAt", "")),
+        finished_at=str(state.get("FinishedAt", "")),
+        labels=dict((inspect.get("Config") or {}).get("Labels") or {}),
+    )
+
+
+def run_rank(client: docker.DockerClient, spec: RankContainer) -> ContainerState:
+    """Create and start the rank's container; a stopped leftover of the same name is replaced."""
+    leftover = inspect_rank(client, spec.name)
+    if leftover is not None:
+        if leftover.running:
+            raise BootError(
+                f"node {spec.node} rank {spec.rank}: container {spec.name} is already running "
+                "(stop the cluster first)"
+            )
+        remove_rank(client, spec.name)
+    try:
+        container = client.containers.create(**create_options(spec))
+        container.start()
+    except APIError as exc:
+        with contextlib.suppress(APIError):
+            remove_rank(client, spec.name)
+        raise BootError(
+            f"node {spec.node} rank {spec.rank}: cannot start container {spec.name} from "
+            f"{spec.image}: {exc.explanation or exc}"
+        ) from exc
+    state = inspect_rank(client, spec.name)
+    if state is None:
+        raise BootError(f"node {spec.node} rank {spec.rank}: container {spec.name} vanished")
+    return state
+
+
+def inspect_rank(client: docker.DockerClient, name: str) -> ContainerState | None:
+    """The container's state, or None when there is no such container."""
+    try:
+        return container_state(client.api.inspect_container(name))
+    except NotFound:
+        return None
+
+
+def wait_rank(client: docker.DockerClient, name: str, timeout: float) -> int:
+    """Block until the container exits; its exit code (for one-shot commands such as tests)."""
+    result = client.api.wait(name, timeout=timeout)
+    return int(result.get("StatusCode", -1))
+
+
+def rank_logs(client: docker.DockerClient, name: str, tail: int | None = None) -> str:
+    """The container's stdout and stderr, each line prefixed with its RFC 3339 timestamp."""
+    raw = client.api.logs(name, stdout=True, stderr=True, timestamps=True, tail=tail or "all")
+    return bytes(raw).decode(errors="replace")
+
+
+def stop_rank(client: docker.DockerClient, name: str, grace_s: float = DEFAULT_GRACE_S) -> None:
+    """Send the stop signal, wait grace_s, then kill; a missing container is already stopped."""
+    with contextlib.suppress(NotFound):
+        client.api.stop(name, timeout=max(0, round(grace_s)))
+
+
+def remove_rank(client: docker.DockerClient, name: str) -> None:
+    """Remove the container (killing it if it still runs); a missing one is fine."""
+    with contextlib.suppress(NotFound):
+        client.api.remove_container(name, force=True)
+
+
+def cluster_containers(client: docker.DockerClient, cluster: str) -> list[ContainerState]:
+    """Every rank container of the cluster on this daemon, running or not."""
+    found = client.api.containers(all=True, filters={"label": f"{LABEL}.cluster={cluster}"})
+    states = [inspect_rank(client, str(item["Id"])) for item in found]
+    return [state for state in states if state is not None]
+
+
+def remove_cluster(
+    client: docker.DockerClient, cluster: str, grace_s: float = DEFAULT_GRACE_S
+) -> list[str]:
+    """Stop and remove every rank container of the cluster on this daemon; their names."""
+    names = []
+    for state in cluster_containers(client, cluster):
+        if state.running:
+            stop_rank(client, state.id, grace_s)
+        remove_rank(client, state.id)
+        names.append(state.name)
+    return names

@@ -1,0 +1,78 @@
+"""Build a release's engine image once on the build node and put it on every node, verified.
+
+This is the whole docker "build and distribute" stage in reading order: base image (debootstrap,
+cached), wheelhouse (pip download on the host, cached), image build on the build node, streamed
+transfer to every other node, same image verified everywhere. Each step lives in its own module;
+this one only wires them, so a Prefect task can call one function and record its result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from flows.cluster.base_image import BaseImageSpec, ensure_base_image, host_mirror
+from flows.cluster.distribute import NodeImage, distribute_image
+from flows.cluster.docker_client import DockerEndpoint, connect
+from flows.cluster.image import BuildRequest, BuiltImage, build_image
+from flows.cluster.image_progress import ImageProgress
+from flows.cluster.wheelhouse import engine_requirements, ensure_wheelhouse, host_spec
+
+
+class ReleaseImage(BaseModel):
+    """The built image and every node's verified copy, with the time each step took."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    built: BuiltImage
+    base_image: str
+    lock_digest: str
+    nodes: tuple[NodeImage, ...]
+    seconds: dict[str, float]
+
+
+def build_release_image(
+    build_node: DockerEndpoint,
+    other_nodes: Sequence[DockerEndpoint],
+    release: str,
+    engine_dir: Path,
+    cache_dir: Path,
+    *,
+    dockerfile: Path | None = None,
+    build_args: dict[str, str] | None = None,
+    progress: ImageProgress | None = None,
+) -> ReleaseImage:
+    """Base, wheelhouse, build on build_node, distribute and verify; BuildError on any failure."""
+    seconds: dict[str, float] = {}
+    client = connect(build_node)
+    started = time.monotonic()
+    base = ensure_base_image(client, BaseImageSpec(mirror=host_mirror()), cache_dir)
+    seconds["base"] = time.monotonic() - started
+    started = time.monotonic()
+    wheelhouse = ensure_wheelhouse(
+        host_spec(engine_requirements(engine_dir / "pyproject.toml")), cache_dir
+    )
+    seconds["wheelhouse"] = time.monotonic() - started
+    request = BuildRequest(
+        release=release,
+        engine_dir=engine_dir,
+        dockerfile=dockerfile or engine_dir / "Dockerfile",
+        wheelhouse=wheelhouse,
+        base_image=base,
+        build_args=build_args or {},
+    )
+    built = build_image(client, request, progress)
+    seconds["build"] = built.seconds
+    started = time.monotonic()
+    nodes = distribute_image(build_node, other_nodes, built.tag, progress)
+    seconds["distribute"] = time.monotonic() - started
+    return ReleaseImage(
+        built=built,
+        base_image=base,
+        lock_digest=wheelhouse.lock_digest,
+        nodes=tuple(nodes),
+        seconds=seconds,
+    )

@@ -1,0 +1,116 @@
+"""The base image and wheelhouse inputs: mirror discovery, cache keys, requirements and lock."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from flows.cluster.base_image import BaseImageSpec, host_mirror, mirror_from_sources
+from flows.cluster.wheelhouse import WheelhouseSpec, engine_requirements, lock_text
+from flows.errors import BuildError, SpecError
+
+DEB822 = """Types: deb
+# http://snapshot.debian.org/archive/debian/20250520T000000Z
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+def test_mirror_from_deb822_sources() -> None:
+    assert mirror_from_sources([DEB822], "bookworm") == "http://deb.debian.org/debian"
+
+
+def test_mirror_from_one_line_sources_with_options() -> None:
+    text = (
+        "deb https://packages.cloud.google.com/apt cloud-sdk-bookworm main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n"
+    )
+    assert mirror_from_sources([text], "bookworm") == "http://mirror.example/debian"
+
+
+def test_no_mirror_for_another_suite(tmp_path: Path) -> None:
+    assert mirror_from_sources([DEB822], "trixie") is None
+    (tmp_path / "sources.list").write_text("deb http://x/debian trixie main\n")
+    with pytest.raises(BuildError, match="no apt source for Debian bookworm"):
+        host_mirror("bookworm", tmp_path)
+
+
+def test_base_tag_is_stable_and_follows_its_inputs() -> None:
+    spec = BaseImageSpec(mirror="http://deb.debian.org/debian")
+    same = BaseImageSpec(mirror="http://deb.debian.org/debian")
+    assert spec.tag == same.tag
+    assert spec.tag.startswith("sparkgate-base:bookworm-")
+    more = BaseImageSpec(mirror=spec.mirror, packages=(*spec.packages, "procps"))
+    assert more.tag != spec.tag
+    assert BaseImageSpec(mirror="http://other/debian").tag != spec.tag
+
+
+def write_pyproject(path: Path) -> Path:
+    path.write_text(
+        '[build-system]\nrequires = ["setuptools>=69", "wheel"]\n'
+        '[project]\nname = "e"\ndependencies = ["numpy>=2.0", "aiohttp>=3.11"]\n'
+        '[project.optional-dependencies]\ntest = ["pytest>=8.3", "numpy>=2.0"]\n'
+    )
+    return path
+
+
+def test_requirements_are_runtime_test_and_build_deps_once(tmp_path: Path) -> None:
+    requirements = engine_requirements(write_pyproject(tmp_path / "pyproject.toml"))
+    assert requirements == ("numpy>=2.0", "aiohttp>=3.11", "pytest>=8.3", "setuptools>=69", "wheel")
+
+
+def test_a_missing_extra_names_the_file_and_key(tmp_path: Path) -> None:
+    pyproject = write_pyproject(tmp_path / "pyproject.toml")
+    with pytest.raises(SpecError) as caught:
+        engine_requirements(pyproject, extras=("gpu",))
+    assert str(pyproject) in str(caught.value)
+    assert "project.optional-dependencies" in str(caught.value)
+
+
+def test_unreadable_pyproject_is_a_spec_error(tmp_path: Path) -> None:
+    bad = tmp_path / "pyproject.toml"
+    bad.write_text("[project\n")
+    with pytest.raises(SpecError, match="cannot read engine requirements"):
+        engine_requirements(bad)
+
+
+def test_wheelhouse_key_ignores_requirement_order_only() -> None:
+    one = WheelhouseSpec(requirements=("a", "b"))
+    assert one.digest() == WheelhouseSpec(requirements=("b", "a")).digest()
+    assert one.digest() != WheelhouseSpec(requirements=("a", "b"), machine="aarch64").digest()
+    assert one.digest() != WheelhouseSpec(requirements=("a", "b>=2")).digest()
+
+
+def test_platforms_cover_every_glibc_the_image_accepts() -> None:
+    platforms = WheelhouseSpec(requirements=(), machine="aarch64").platforms()
+    assert platforms[0] == "manylinux_2_36_aarch64"
+    assert "manylinux_2_17_aarch64" in platforms
+    assert platforms[-1] == "manylinux_2_5_aarch64"
+
+
+def test_lock_pins_every_wheel_with_its_hash(tmp_path: Path) -> None:
+    numpy = tmp_path / "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl"
+    typing = tmp_path / "typing_extensions-4.16.0-py3-none-any.whl"
+    numpy.write_bytes(b"n")
+    typing.write_bytes(b"t")
+    lock = lock_text([typing, numpy])
+    sha = hashlib.sha256(b"n").hexdigest()
+    assert lock.splitlines() == [
+        f"numpy==2.4.6 --hash=sha256:{sha}",
+        f"typing-extensions==4.16.0 --hash=sha256:{hashlib.sha256(b't').hexdigest()}",
+    ]
+
+
+def test_a_stray_file_in_a_wheelhouse_is_refused(tmp_path: Path) -> None:
+    stray = tmp_path / "numpy.tar.gz"
+    stray.write_bytes(b"")
+    with pytest.raises(BuildError, match="unexpected file"):
+        lock_text([stray])
