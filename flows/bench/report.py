@@ -68,6 +68,7 @@ class Receipt(BaseModel):
     error: str | None = Field(default=None, description="what went wrong, if anything")
     status: int | None = Field(default=None, description="HTTP status, None if none was read")
     sent_s: float = Field(description="send time, seconds from the start of the run")
+    due_s: float | None = Field(default=None, description="scheduled send time (Poisson)")
     ttft_s: float | None = Field(default=None, description="first chunk carrying choices")
     ttfc_s: float | None = Field(default=None, description="first chunk carrying content")
     first_token_s: float | None = Field(default=None, description="first chunk with tokens")
@@ -108,6 +109,9 @@ class ClientStats(BaseModel):
     parse_lag_p50_ms: float | None = Field(description="read stamp to parsed, median")
     parse_lag_p99_ms: float | None = Field(description="read stamp to parsed, p99")
     loop_lag_p99_ms: float | None = Field(description="event-loop wake-up lateness, p99")
+    send_lag_p50_ms: float | None = Field(
+        default=None, description="server send to client parse, median (stamping servers)"
+    )
     send_lag_p99_ms: float | None = Field(
         default=None, description="server send to client parse, p99 (servers that stamp chunks)"
     )

@@ -1,0 +1,356 @@
+"""The load generator: streamed OpenAI-compatible requests, one receipt each, timed honestly.
+
+Timing rules (see reference/serving-benchmarks.md, sections 1 and 5):
+* the clock is read the moment a chunk of bytes is read, before any parsing; every event parsed
+  from that read carries that stamp;
+* the body is read with `iter_any()` and a 4 MiB read buffer, so long prompts and large chunks
+  never hit aiohttp's line limits;
+* tokens are counted from `usage` (and `token_ids` when the server returns them), never from
+  chunks; TTFT is the first chunk carrying choices, TTFC the first carrying content;
+* a request that fails is a receipt with `ok=False`, never an exception.
+The client measures itself on every run: CPU time per chunk, read-to-parsed lag and event-loop
+lateness, so a saturated client shows in the data instead of in the results. A batch can be
+spread over several processes sharing one monotonic start time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from flows.bench.report import ClientStats, Receipt
+
+READ_BUFSIZE = 4 * 1024 * 1024
+ERROR_BODY_LIMIT = 500
+Clock = Callable[[], float]
+
+
+class RequestSpec(BaseModel):
+    """One request to send: endpoint path and JSON body (streaming fields are added)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: Literal["/v1/completions", "/v1/chat/completions"] = "/v1/completions"
+    body: dict[str, JsonValue] = Field(description="OpenAI request body without stream fields")
+    token_ids: bool = Field(default=True, description="ask for token ids (vLLM extension)")
+
+    def payload(self) -> dict[str, Any]:
+        """The body as sent: streaming with usage, token ids if asked."""
+        extra: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+        if self.token_ids:
+            extra["return_token_ids"] = True
+        return {**self.body, **extra}
+
+
+class Scheduled(BaseModel):
+    """A request and when to send it, in seconds after the batch start."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    due_s: float = Field(default=0.0, ge=0, description="send time after the batch start")
+    spec: RequestSpec
+
+
+@dataclass
+class Recorder:
+    """Per-run measurements of the client itself (shared by the requests of one process)."""
+
+    clock: Clock = time.perf_counter
+    parse_lags: list[float] = field(default_factory=list)
+    loop_lags: list[float] = field(default_factory=list)
+    send_lags: list[float] = field(default_factory=list)
+    chunks: int = 0
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Hook for every parsed event; the overhead benchmark reads server stamps here."""
+        sent_ns = event.get("sent_ns")
+        if isinstance(sent_ns, int):
+            self.send_lags.append(self.clock() - sent_ns / 1e9)
+
+
+@dataclass
+class _Stream:
+    """Accumulates one response's events into the fields of a receipt."""
+
+    sent: float
+    ttft: float | None = None
+    ttfc: float | None = None
+    first_token: float | None = None
+    last_token: float | None = None
+    chunk_s: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    finish_reason: str | None = None
+    done: bool = False
+    error: str | None = None
+
+    def add(self, stamp: float, event: dict[str, Any]) -> None:
+        if "error" in event:
+            self.error = f"server error event: {json.dumps(event['error'])[:ERROR_BODY_LIMIT]}"
+        if event.get("usage"):
+            self.usage = event["usage"]
+        choices = event.get("choices") or []
+        if not choices:
+            return
+        at = stamp - self.sent
+        self.chunk_s.append(at)
+        self.ttft = at if self.ttft is None else self.ttft
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        text = choice.get("text") or delta.get("content") or delta.get("reasoning_content") or ""
+        ids = choice.get("token_ids") or delta.get("token_ids") or []
+        if text:
+            self.text.append(text)
+            self.ttfc = at if self.ttfc is None else self.ttfc
+        if ids:
+            self.token_ids.extend(ids)
+            self.chunk_tokens.append(len(ids))
+        if text or ids:
+            self.first_token = at if self.first_token is None else self.first_token
+            self.last_token = at
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def receipt(self, status: int | None, end: float, t0: float) -> Receipt:
+        ok = self.error is None and self.done and self.ttft is not None
+        error = self.error
+        if error is None and not ok:
+            error = "stream ended without [DONE]" if not self.done else "no choices in stream"
+        if self.token_ids:
+            digest, hashed = _sha256(",".join(map(str, self.token_ids))), "token_ids"
+        else:
+            digest, hashed = _sha256("".join(self.text)), "text"
+        details = self.usage.get("prompt_tokens_details") or {}
+        return Receipt(
+            ok=ok,
+            error=error,
+            status=status,
+            sent_s=self.sent - t0,
+            ttft_s=self.ttft,
+            ttfc_s=self.ttfc,
+            first_token_s=self.first_token,
+            last_token_s=self.last_token,
+            end_s=end - self.sent,
+            chunk_s=self.chunk_s,
+            chunk_tokens=self.chunk_tokens,
+            prompt_tokens=self.usage.get("prompt_tokens"),
+            completion_tokens=self.usage.get("completion_tokens"),
+            cached_tokens=details.get("cached_tokens"),
+            finish_reason=self.finish_reason,
+            output_sha256=digest,
+            hashed=hashed,
+        )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _events(block: bytes) -> list[dict[str, Any]] | None:
+    """The JSON events of one SSE message; None for [DONE]. Comments and blanks are skipped."""
+    out = []
+    for line in block.split(b"\n"):
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return None
+        out.append(json.loads(data))
+    return out
+
+
+async def send(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    spec: RequestSpec,
+    *,
+    t0: float,
+    recorder: Recorder,
+    headers: dict[str, str] | None = None,
+) -> Receipt:
+    """Send one streamed request and return its receipt (failures included)."""
+    clock = recorder.clock
+    sent = clock()
+    stream = _Stream(sent=sent)
+    status: int | None = None
+    try:
+        async with session.post(
+            base_url.rstrip("/") + spec.path, json=spec.payload(), headers=headers
+        ) as response:
+            status = response.status
+            if status != 200:
+                body = (await response.text())[:ERROR_BODY_LIMIT]
+                stream.error = f"HTTP {status}: {body}"
+                return stream.receipt(status, clock(), t0)
+            buffer = b""
+            async for data in response.content.iter_any():
+                stamp = clock()  # before parsing: the parse cost is not the server's
+                buffer += data.replace(b"\r\n", b"\n")
+                *messages, buffer = buffer.split(b"\n\n")
+                for message in messages:
+                    events = _events(message)
+                    if events is None:
+                        stream.done = True
+                        continue
+                    for event in events:
+                        stream.add(stamp, event)
+                        recorder.on_event(event)
+                        recorder.chunks += 1
+                recorder.parse_lags.append(clock() - stamp)
+    except (aiohttp.ClientError, TimeoutError, ValueError, UnicodeDecodeError) as error:
+        stream.error = f"{type(error).__name__}: {error}"[:ERROR_BODY_LIMIT]
+    return stream.receipt(status, clock(), t0)
+
+
+def open_session(timeout_s: float) -> aiohttp.ClientSession:
+    """A session with no connection cap, a large read buffer and a per-read timeout."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, force_close=False),
+        read_bufsize=READ_BUFSIZE,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_s),
+        auto_decompress=False,
+    )
+
+
+async def _ticker(recorder: Recorder, stop: asyncio.Event, period: float = 0.005) -> None:
+    """Measures event-loop lateness: how late a 5 ms sleep wakes up."""
+    while not stop.is_set():
+        start = recorder.clock()
+        await asyncio.sleep(period)
+        recorder.loop_lags.append(recorder.clock() - start - period)
+
+
+async def run_batch(
+    base_url: str,
+    items: Sequence[Scheduled],
+    *,
+    t0: float | None = None,
+    timeout_s: float = 600.0,
+    api_key: str | None = None,
+    recorder: Recorder | None = None,
+) -> tuple[list[Receipt], Recorder]:
+    """Send every item at its due time (relative to t0) concurrently; receipts in item order."""
+    recorder = recorder or Recorder()
+    clock = recorder.clock
+    start = clock() if t0 is None else t0
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    stop = asyncio.Event()
+
+    async with open_session(timeout_s) as session:
+
+        async def one(item: Scheduled) -> Receipt:
+            delay = start + item.due_s - clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            receipt = await send(
+                session, base_url, item.spec, t0=start, recorder=recorder, headers=headers
+            )
+            return receipt.model_copy(update={"due_s": item.due_s})
+
+        ticker = asyncio.create_task(_ticker(recorder, stop))
+        try:
+            receipts = await asyncio.gather(*(one(item) for item in items))
+        finally:
+            stop.set()
+            await ticker
+    return list(receipts), recorder
+
+
+@dataclass
+class ShardResult:
+    """What one client process sends back: receipts and its raw self-measurements."""
+
+    receipts: list[Receipt]
+    cpu_s: float
+    chunks: int
+    parse_lags: list[float]
+    loop_lags: list[float]
+    send_lags: list[float]
+
+
+def _run_shard(
+    base_url: str, items: list[Scheduled], t0: float, timeout_s: float, api_key: str | None
+) -> ShardResult:
+    cpu = time.process_time()
+    receipts, rec = asyncio.run(
+        run_batch(base_url, items, t0=t0, timeout_s=timeout_s, api_key=api_key)
+    )
+    return ShardResult(
+        receipts=receipts,
+        cpu_s=time.process_time() - cpu,
+        chunks=rec.chunks,
+        parse_lags=rec.parse_lags,
+        loop_lags=rec.loop_lags,
+        send_lags=rec.send_lags,
+    )
+
+
+def _p(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) * 1e3 if values else None
+
+
+def client_stats(shards: Sequence[ShardResult], wall_s: float) -> ClientStats:
+    """Merge the self-measurements of every client process of a run."""
+    chunks = sum(s.chunks for s in shards)
+    cpu = sum(s.cpu_s for s in shards)
+    parse = [x for s in shards for x in s.parse_lags]
+    loop = [x for s in shards for x in s.loop_lags]
+    send_lags = [x for s in shards for x in s.send_lags]
+    return ClientStats(
+        processes=len(shards),
+        wall_s=wall_s,
+        cpu_s=cpu,
+        chunks=chunks,
+        cpu_us_per_chunk=1e6 * cpu / chunks if chunks else None,
+        parse_lag_p50_ms=_p(parse, 50),
+        parse_lag_p99_ms=_p(parse, 99),
+        loop_lag_p99_ms=_p(loop, 99),
+        send_lag_p50_ms=_p(send_lags, 50),
+        send_lag_p99_ms=_p(send_lags, 99),
+    )
+
+
+def run_sharded(
+    base_url: str,
+    items: Sequence[Scheduled],
+    *,
+    processes: int = 1,
+    timeout_s: float = 600.0,
+    api_key: str | None = None,
+    start_delay_s: float = 0.0,
+) -> tuple[list[Receipt], ClientStats]:
+    """Run a batch in this process, or round-robin over `processes` client processes.
+
+    Every process uses the same monotonic start time (CLOCK_MONOTONIC is system-wide), so
+    `sent_s` and due times mean the same in every shard. Receipts come back in item order.
+    """
+    if processes <= 1:
+        wall = time.perf_counter()
+        shard = _run_shard(base_url, list(items), wall + start_delay_s, timeout_s, api_key)
+        return shard.receipts, client_stats([shard], time.perf_counter() - wall)
+    shards = [list(items[i::processes]) for i in range(processes)]
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        # a start time far enough ahead for every worker process to be up and importing done
+        wall = time.perf_counter()
+        t0 = wall + max(start_delay_s, 2.0)
+        futures = [
+            pool.submit(_run_shard, base_url, shard, t0, timeout_s, api_key) for shard in shards
+        ]
+        results = [f.result() for f in futures]
+    ordered: list[Receipt | None] = [None] * len(items)
+    for index, result in enumerate(results):
+        ordered[index::processes] = result.receipts
+    receipts = [r for r in ordered if r is not None]
+    return receipts, client_stats(results, time.perf_counter() - wall)
