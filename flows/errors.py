@@ -66,6 +66,18 @@ class MultipleSpecError(SpecError):
         )
 
 
+class InvalidSpecFilesError(SpecError):
+    """Several files were checked and some are invalid; each was already reported on its own."""
+
+    def __init__(self, failed: int, total: int) -> None:
+        self.failed = failed
+        self.total = total
+        super().__init__(f"{failed} of {total} spec files are invalid")
+
+    def render(self) -> str:
+        return self.message
+
+
 class ClusterError(SparkgateError):
     """Something went wrong driving the nodes of a cluster."""
 

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from flows.console import err_console, out_console
-from flows.errors import SpecError
+from flows.errors import InvalidSpecFilesError, SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.kinds import load_spec
 from flows.spec.load import load_model
@@ -50,7 +50,8 @@ def validate(
 ) -> None:
     """Check spec files of every kind; exit 0 when all are valid, 2 otherwise."""
     failed = 0
-    for path in spec_files(paths):
+    files = spec_files(paths)
+    for path in files:
         try:
             model = load_spec(path)
         except SpecError as error:
@@ -63,7 +64,7 @@ def validate(
             kind = getattr(model, "kind", "?")
             err_console.print(f"{path}: ok ({kind})", markup=False, highlight=False)
     if failed:
-        raise typer.Exit(SpecError.exit_code)
+        raise InvalidSpecFilesError(failed, len(files))
 
 
 def schema(

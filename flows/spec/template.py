@@ -1,7 +1,8 @@
 """Placeholders in spec strings: `{rank}`, `{cache.kernels}`, `{option.mlp_kernel}`, ...
 
 Only `{name}` and `{group.key}` made of identifier characters are placeholders, so JSON in an
-argument (`{"method": "dspark"}`) passes through untouched; `{{` and `}}` write literal braces.
+argument (`{"method": "dspark"}`, `{{.State.Running}}`) passes through untouched. There is no
+escape: braces around a bare identifier are always a placeholder.
 The same parser checks templates at load time (unknown names) and fills them at render time.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_.-]+)?)\}")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_.-]+)?)\}")
 
 NODE_PLACEHOLDERS = frozenset(
     {
@@ -26,7 +27,6 @@ NODE_PLACEHOLDERS = frozenset(
         "model_id",
         "workdir",
         "release",
-        "home",
     }
 )
 """Names every launch template may use; `cache.<kind>` and `option.<name>` come on top."""
@@ -34,7 +34,7 @@ NODE_PLACEHOLDERS = frozenset(
 
 def placeholders(template: str) -> list[str]:
     """The placeholder names used in `template`, in order."""
-    return [match.group(1) for match in PLACEHOLDER.finditer(template) if match.group(1)]
+    return [match.group(1) for match in PLACEHOLDER.finditer(template)]
 
 
 def unknown_placeholders(template: str, known: Iterable[str]) -> list[str]:
@@ -46,10 +46,4 @@ def unknown_placeholders(template: str, known: Iterable[str]) -> list[str]:
 def fill(template: str, values: Mapping[str, str]) -> str:
     """Replace every placeholder; a name missing from `values` raises KeyError."""
 
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name is None:
-            return match.group(0)[0]
-        return values[name]
-
-    return PLACEHOLDER.sub(replace, template)
+    return PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
