@@ -99,7 +99,11 @@ class BuildError(ClusterError):
 
 
 class BootError(ClusterError):
-    """A boot failed: names the node, the rank and the cause."""
+    """A boot failed: names the node, the rank and the cause, and where the evidence is."""
+
+    def __init__(self, message: str, *, evidence: Path | None = None) -> None:
+        super().__init__(message)
+        self.evidence = evidence
 
 
 class BenchError(SparkgateError):

@@ -1,0 +1,72 @@
+"""Keep the evidence of a failed boot or stage before anything is torn down.
+
+For every node: the rank's full log, what the runtime knows of it (status, exit code, OOM,
+process table or `docker inspect`), the rendered launch plan and the cache listing, written to
+one folder per attempt. The caller attaches the folder to the record; the message of the error
+names it, so an operator finds it from the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flows.cluster.caches import cache_sizes
+from flows.cluster.runtime import RankHandle, Runtime
+from flows.cluster.transport.base import Transport
+
+
+def evidence_folder(root: Path, label: str) -> Path:
+    """A new, unique folder under `root` for one failed attempt."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    folder = root / f"{stamp}-{label}"
+    suffix = 1
+    while folder.exists():
+        suffix += 1
+        folder = root / f"{stamp}-{label}-{suffix}"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def capture(
+    folder: Path,
+    runtime: Runtime,
+    handles: Sequence[RankHandle],
+    transports: Mapping[str, Transport],
+    *,
+    cause: str,
+) -> Path:
+    """Write every node's log, inspect output, launch plan and cache listing into `folder`."""
+    summary: dict[str, Any] = {"cause": cause, "captured_at": datetime.now(UTC).isoformat()}
+    nodes: dict[str, Any] = {}
+    for handle in handles:
+        stem = folder / f"{handle.node}-rank{handle.rank}"
+        nodes[handle.node] = _capture_rank(stem, runtime, handle)
+    plans = [handle.plan for handle in handles]
+    try:
+        sizes = [size.model_dump() for size in cache_sizes(transports, plans)]
+    except Exception as error:  # noqa: BLE001 - evidence must be written whatever fails
+        sizes = [{"error": str(error)}]
+    (folder / "caches.json").write_text(json.dumps(sizes, indent=2) + "\n")
+    summary["nodes"] = nodes
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return folder
+
+
+def _capture_rank(stem: Path, runtime: Runtime, handle: RankHandle) -> dict[str, Any]:
+    stem.with_suffix(".launch.json").write_text(handle.plan.model_dump_json(indent=2) + "\n")
+    facts: dict[str, Any] = {"rank": handle.rank, "handle": handle.model_dump(mode="json")}
+    try:
+        stem.with_suffix(".log").write_text(runtime.read_log(handle))
+    except Exception as error:  # noqa: BLE001 - a node that cannot be read is itself evidence
+        facts["log_error"] = str(error)
+    try:
+        inspect = runtime.inspect(handle)
+        stem.with_suffix(".inspect.json").write_text(json.dumps(inspect, indent=2, default=str))
+        facts["status"] = inspect.get("status")
+    except Exception as error:  # noqa: BLE001
+        facts["inspect_error"] = str(error)
+    return facts
