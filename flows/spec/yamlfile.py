@@ -53,8 +53,9 @@ def read_yaml(path: Path) -> ParsedFile:
 
 def parse_yaml(text: str, path: Path) -> ParsedFile:
     """Parse YAML text that claims to come from `path` (used in messages only)."""
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         builder = _Builder(loader, path)
         data = None if node is None else builder.build(node, ())
@@ -64,10 +65,15 @@ def parse_yaml(text: str, path: Path) -> ParsedFile:
         line = mark.line + 1 if mark is not None else None
         problem = error.problem or error.context or "syntax error"
         raise SpecError(f"invalid YAML: {problem}", file=path, line=line) from None
+    except yaml.reader.ReaderError as error:
+        line = text.count("\n", 0, error.position) + 1
+        message = f"invalid YAML: character {error.character:#x} is not allowed ({error.reason})"
+        raise SpecError(message, file=path, line=line) from None
     except yaml.YAMLError as error:
         raise SpecError(f"invalid YAML: {error}", file=path) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 class _Builder:
