@@ -54,11 +54,6 @@ class Document:
                 return origin
         return Origin(self.path, 1)
 
-    @property
-    def kind(self) -> object:
-        """The top-level `kind`, if the document is a mapping that has one."""
-        return self.data.get("kind") if isinstance(self.data, dict) else None
-
 
 def load_document(path: Path | str) -> Document:
     """Read `path` and expand every `extends`; raises SpecError for any problem."""
