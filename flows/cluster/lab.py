@@ -81,7 +81,9 @@ class LabHost(BaseModel):
     host_dir: str
     sshd_config: str
     sshd_pid: int | None = None
-    dockerd: dict[str, str | int] | None = None
+    dockerd: dict[str, object] | None = Field(
+        default=None, description="the DockerDaemon handle of this host's dockerd (--docker)"
+    )
 
 
 class LabState(BaseModel):
@@ -103,8 +105,12 @@ class LabState(BaseModel):
 
     def with_host(self, host: LabHost) -> LabState:
         """A copy with `host` added or replaced (by name)."""
-        others = tuple(item for item in self.hosts if item.name != host.name)
-        return self.model_copy(update={"hosts": (*others, host)})
+        names = [item.name for item in self.hosts]
+        if host.name not in names:
+            return self.model_copy(update={"hosts": (*self.hosts, host)})
+        index = names.index(host.name)
+        hosts = (*self.hosts[:index], host, *self.hosts[index + 1 :])
+        return self.model_copy(update={"hosts": hosts})
 
 
 # -- pure renderings ----------------------------------------------------------------------------
@@ -342,6 +348,43 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
     return public_key
 
 
+def _start_dockerds(lab_dir: Path, record: _Recorder) -> list[str]:
+    """One private dockerd per host inside its namespace; returns their socket paths."""
+    from flows.cluster.dockerd import start_dockerd  # noqa: PLC0415 - docker only when asked
+
+    sockets = []
+    for host in record.state.hosts:
+        handle = start_dockerd(host.name, lab_dir, netns=host.namespace)
+        record.host(host.model_copy(update={"dockerd": handle.model_dump(mode="json")}))
+        sockets.append(str(handle.socket))
+    return sockets
+
+
+def _stop_dockerds(state: LabState) -> None:
+    """Stop each recorded dockerd and delete its folder (images included: it is a test lab)."""
+    from flows.cluster.dockerd import (  # noqa: PLC0415
+        DockerDaemon,
+        remove_daemon_state,
+        stop_dockerd,
+    )
+
+    for host in state.hosts:
+        if host.dockerd is not None:
+            handle = DockerDaemon.model_validate(host.dockerd)
+            stop_dockerd(handle)
+            remove_daemon_state(handle)
+        else:  # a daemon that failed to start leaves its folder; remove it unless mounted
+            root = Path(state.lab_dir) / "docker" / host.name
+            if root.is_dir() and not _has_mounts(root):
+                shutil.rmtree(root, ignore_errors=True)
+
+
+def _has_mounts(root: Path) -> bool:
+    prefix = str(root.resolve()) + "/"
+    table = Path("/proc/self/mountinfo").read_text()
+    return any(line.split()[4].startswith(prefix) for line in table.splitlines())
+
+
 def lab_up(
     plan: LabPlan, lab_dir: Path, *, engine_file: Path, python: str, sshd: Path = SSHD
 ) -> LabState:
@@ -377,10 +420,13 @@ def lab_up(
         known_hosts = lab_dir / "known_hosts"
         known_hosts.write_text(known_hosts_text(entries))
         record.update(known_hosts=str(known_hosts))
+        sockets = _start_dockerds(lab_dir, record) if plan.docker else []
         cluster_file = lab_dir / "cluster.yaml"
         record.update(cluster_file=str(cluster_file))
         cluster_file.write_text(
-            cluster_yaml_text(record.state, engine_file=engine_file, python=python)
+            cluster_yaml_text(
+                record.state, engine_file=engine_file, python=python, docker_sockets=sockets
+            )
         )
     except BaseException:
         lab_down(lab_dir)
@@ -433,6 +479,8 @@ def lab_down(lab_dir: Path) -> LabState | None:
     state = read_state(lab_dir)
     if state is None:
         return None
+    if state.docker:
+        _stop_dockerds(state)
     ours = [
         host.sshd_pid
         for host in state.hosts
@@ -449,8 +497,9 @@ def lab_down(lab_dir: Path) -> LabState | None:
         _sh(["ip", "link", "del", state.bridge], tolerate="Cannot find device")
     for host in state.hosts:
         shutil.rmtree(host.host_dir, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        (lab_dir / "hosts").rmdir()
+    for folder in ("hosts", "docker"):
+        with contextlib.suppress(OSError):
+            (lab_dir / folder).rmdir()
     for name in ("client_key", "client_key.pub", "authorized_keys", "known_hosts"):
         (lab_dir / name).unlink(missing_ok=True)
     if state.cluster_file:

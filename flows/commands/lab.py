@@ -25,25 +25,22 @@ lab_app = typer.Typer(
 def up(
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=1, max=16, help="Hosts.")] = 3,
     docker: Annotated[
-        bool, typer.Option("--docker", help="Also start one dockerd per host (not yet).")
+        bool, typer.Option("--docker", help="Also start one dockerd per host (docker runtime).")
     ] = False,
 ) -> None:
     """Create the lab hosts (needs root); replaces a lab recorded earlier."""
     from flows.cluster.lab import LabPlan, lab_up  # noqa: PLC0415
 
-    if docker:
-        from flows.errors import ClusterError  # noqa: PLC0415
-
-        raise ClusterError("lab up --docker is not available yet (per-host dockerd pending)")
     lab_dir = state_dir() / "lab"
     state = lab_up(
-        LabPlan(nodes=nodes),
+        LabPlan(nodes=nodes, docker=docker),
         lab_dir,
         engine_file=project_root() / "config" / "engines" / "sparkengine.yaml",
         python=sys.executable,
     )
     for host in state.hosts:
-        err_console.print(f"{host.name}: {host.address} (sshd pid {host.sshd_pid})")
+        daemon = f", dockerd unix://{host.dockerd['socket']}" if host.dockerd else ""
+        err_console.print(f"{host.name}: {host.address} (sshd pid {host.sshd_pid}{daemon})")
     err_console.print(f"cluster file: {state.cluster_file}  (use --cluster lab)")
     out_console.print(state.cluster_file, markup=False, highlight=False)
 

@@ -119,3 +119,25 @@ def test_overlapping_subnet_is_refused(lab_dir: Path) -> None:
         assert set(state.namespaces) <= namespaces()
     finally:
         lab_down(lab_dir)
+
+
+def test_failure_half_way_rolls_everything_back(
+    lab_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.cluster import dockerd  # noqa: PLC0415
+
+    def broken(name: str, state_dir: Path, netns: str | None = None) -> dockerd.DockerDaemon:
+        raise ClusterError(f"dockerd {name} failed to start")
+
+    monkeypatch.setattr(dockerd, "start_dockerd", broken)
+    before = namespaces()
+    plan = PLAN.model_copy(update={"docker": True})
+    with pytest.raises(ClusterError, match="dockerd sg-u-0 failed to start"):
+        lab_up(plan, lab_dir, engine_file=ENGINE_FILE, python=sys.executable)
+    assert namespaces() == before
+    assert not {"sg-u-h0", "sg-u-h1", "sg-u-br"} & links()
+    assert read_state(lab_dir) is None
+    survivors = subprocess.run(
+        ["pgrep", "-f", str(lab_dir)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert not [pid for pid in survivors if live(int(pid))]

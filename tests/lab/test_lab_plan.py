@@ -62,6 +62,49 @@ def test_cluster_file_is_a_valid_cluster(tmp_path: Path) -> None:
     assert cluster.transport.accept_unknown_host_keys is False
 
 
+def test_docker_cluster_file_points_at_each_daemon(tmp_path: Path) -> None:
+    hosts = tuple(
+        LabHost(
+            name=f"sg-lab-{i}",
+            namespace=f"sg-lab-{i}",
+            address=f"198.18.0.1{i}",
+            host_dir=str(tmp_path / str(i)),
+            sshd_config="c",
+        )
+        for i in range(2)
+    )
+    state = LabState(
+        prefix="sg-lab",
+        subnet="198.18.0.0/24",
+        lab_dir=str(tmp_path),
+        hosts=hosts,
+        client_key=str(tmp_path / "k"),
+        known_hosts=str(tmp_path / "kh"),
+    )
+    sockets = [str(tmp_path / f"d{i}.sock") for i in range(2)]
+    path = tmp_path / "cluster.yaml"
+    text = cluster_yaml_text(state, engine_file=ENGINE_FILE, python="p", docker_sockets=sockets)
+    path.write_text(text)
+    cluster = load_model(path, Cluster)
+    assert cluster.runtime.kind == "docker"
+    assert [n.overrides.docker_daemon for n in cluster.nodes] == [f"unix://{s}" for s in sockets]
+
+
+def test_recording_a_host_keeps_rank_order(tmp_path: Path) -> None:
+    hosts = tuple(
+        LabHost(name=f"h{i}", namespace=f"h{i}", address="a", host_dir="d", sshd_config="c")
+        for i in range(3)
+    )
+    state = LabState(prefix="p", subnet="198.18.0.0/24", lab_dir="l", hosts=hosts)
+    updated = state.with_host(hosts[0].model_copy(update={"sshd_pid": 7}))
+    assert [h.name for h in updated.hosts] == ["h0", "h1", "h2"]
+    assert updated.hosts[0].sshd_pid == 7
+    added = state.with_host(
+        LabHost(name="h3", namespace="h3", address="a", host_dir="d", sshd_config="c")
+    )
+    assert [h.name for h in added.hosts] == ["h0", "h1", "h2", "h3"]
+
+
 def test_lab_needs_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
     with pytest.raises(ClusterError, match="lab hosts need root"):

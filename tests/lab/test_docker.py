@@ -1,0 +1,295 @@
+"""Docker for real: three private daemons, the engine image built once, distributed, run, removed.
+
+Needs root, dockerd and debootstrap (CI installs them; elsewhere these tests skip with the
+reason). The base rootfs and the wheelhouse are cached under .sparkgate/cache/docker, so only the
+first run pays for debootstrap and pip download; the daemons are fresh for every run, so the
+build and the distribution are always real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from flows.cluster.base_image import BaseImageSpec, ensure_base_image, host_mirror
+from flows.cluster.distribute import distribute_image
+from flows.cluster.docker_client import DockerEndpoint, connect
+from flows.cluster.docker_runtime import (
+    BindMount,
+    RankContainer,
+    cluster_containers,
+    inspect_rank,
+    rank_logs,
+    remove_cluster,
+    run_rank,
+    stop_rank,
+    wait_rank,
+)
+from flows.cluster.dockerd import DockerDaemon, remove_daemon_state, start_dockerd, stop_dockerd
+from flows.cluster.release_image import ReleaseImage, build_release_image
+from flows.errors import BuildError, ClusterError
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = ROOT / ".sparkgate"
+CACHE = STATE / "cache" / "docker"
+ENGINE = ROOT / "engine"
+CLUSTER = "docker-test"
+ENGINE_UID = 10001
+
+
+def missing_requirement() -> str | None:
+    if os.geteuid() != 0:
+        return "docker tests need root (private dockerd, bind mounts)"
+    for tool in ("dockerd", "debootstrap", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (.ci/run installs docker.io, debootstrap, iproute2)"
+    return None
+
+
+class Recorder:
+    """An ImageProgress that remembers what it was told."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.steps: list[tuple[int, int]] = []
+        self.build_ok: bool | None = None
+        self.sent: dict[str, int] = {}
+        self.done: dict[str, bool] = {}
+
+    def build_step(self, step: int, total: int, instruction: str) -> None:
+        self.steps.append((step, total))
+
+    def build_output(self, line: str) -> None:
+        pass
+
+    def build_done(self, ok: bool) -> None:
+        self.build_ok = ok
+
+    def transfer_start(self, node: str, total_bytes: int) -> None:
+        with self.lock:
+            self.sent[node] = 0
+
+    def transfer_advance(self, node: str, sent_bytes: int) -> None:
+        with self.lock:
+            self.sent[node] += sent_bytes
+
+    def transfer_done(self, node: str, ok: bool) -> None:
+        with self.lock:
+            self.done[node] = ok
+
+
+@pytest.fixture(scope="module")
+def daemons() -> Iterator[list[DockerDaemon]]:
+    reason = missing_requirement()
+    if reason:
+        pytest.skip(reason)
+    started: list[DockerDaemon] = []
+    try:
+        for index in range(1, 4):
+            started.append(start_dockerd(f"t{os.getpid()}n{index}", STATE))
+        yield started
+    finally:
+        for daemon in started:
+            with contextlib.suppress(Exception):
+                remove_cluster(docker.DockerClient(base_url=daemon.base_url), CLUSTER, 1)
+            stop_dockerd(daemon)
+            remove_daemon_state(daemon)
+
+
+@pytest.fixture(scope="module")
+def endpoints(daemons: list[DockerDaemon]) -> list[DockerEndpoint]:
+    return [DockerEndpoint(node=d.name, base_url=d.base_url) for d in daemons]
+
+
+@pytest.fixture(scope="module")
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture(scope="module")
+def release_image(endpoints: list[DockerEndpoint], recorder: Recorder) -> ReleaseImage:
+    started = time.monotonic()
+    result = build_release_image(
+        endpoints[0], endpoints[1:], "r1", ENGINE, CACHE, progress=recorder
+    )
+    timings = {name: round(value, 1) for name, value in result.seconds.items()}
+    print(f"\nbuild once + distribute: {time.monotonic() - started:.1f} s {timings}")
+    return result
+
+
+def test_each_daemon_is_private(daemons: list[DockerDaemon]) -> None:
+    assert len({d.socket for d in daemons}) == 3
+    for daemon in daemons:
+        info = connect(DockerEndpoint(node=daemon.name, base_url=daemon.base_url)).info()
+        assert info["DockerRootDir"] == str(daemon.data_root)
+        assert info["Driver"] == daemon.storage_driver
+        assert daemon.data_root.is_relative_to(STATE)
+
+
+def test_engine_image_builds_from_the_debootstrap_base_and_wheelhouse(
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint], recorder: Recorder
+) -> None:
+    built = release_image.built
+    assert re.fullmatch(r"sparkengine:[0-9a-f]{12}-r1", built.tag)
+    assert built.tag.split(":")[1][:12] == built.source_digest[:12]
+    assert release_image.base_image.startswith("sparkgate-base:bookworm-")
+    inspect = connect(endpoints[0]).api.inspect_image(built.tag)
+    assert inspect["Config"]["User"] == "engine"
+    assert inspect["Config"]["Entrypoint"] == ["python", "-m", "sparkengine"]
+    assert inspect["Config"]["Labels"]["org.opencontainers.image.revision"] == built.source_digest
+    assert recorder.build_ok is True
+    assert recorder.steps
+    assert recorder.steps[-1][0] == recorder.steps[-1][1]
+
+
+def test_every_node_holds_the_same_image_id(
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint], recorder: Recorder
+) -> None:
+    nodes = release_image.nodes
+    assert [n.facts.node for n in nodes] == [e.node for e in endpoints]
+    assert {n.facts.image_id for n in nodes} == {release_image.built.image_id}
+    assert all(n.match == "same-id" for n in nodes)
+    for endpoint in endpoints[1:]:
+        assert recorder.done[endpoint.node] is True
+        assert recorder.sent[endpoint.node] > 100_000_000
+
+
+def test_the_same_inputs_reuse_the_tag_everywhere(
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint]
+) -> None:
+    recorder = Recorder()
+    again = build_release_image(endpoints[0], endpoints[1:], "r1", ENGINE, CACHE, progress=recorder)
+    assert again.built.reused
+    assert (again.built.tag, again.built.image_id) == (
+        release_image.built.tag,
+        release_image.built.image_id,
+    )
+    assert recorder.steps == []
+    assert recorder.sent == {endpoints[1].node: 0, endpoints[2].node: 0}
+    assert {n.facts.image_id for n in again.nodes} == {release_image.built.image_id}
+
+
+def test_a_node_whose_tag_names_another_image_is_never_overwritten(
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint]
+) -> None:
+    tag = "sparkengine:conflict-r1"
+    connect(endpoints[0]).api.tag(release_image.built.image_id, "sparkengine", "conflict-r1")
+    third = connect(endpoints[2])
+    third.api.tag(release_image.base_image, "sparkengine", "conflict-r1")
+    try:
+        with pytest.raises(BuildError, match=rf"{endpoints[2].node}.*never overwritten"):
+            distribute_image(endpoints[0], endpoints[1:], tag)
+        assert (
+            third.api.inspect_image(tag)["Id"]
+            == third.api.inspect_image(release_image.base_image)["Id"]
+        )
+    finally:
+        for endpoint in endpoints:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                connect(endpoint).api.remove_image(tag)
+
+
+def test_a_rank_container_runs_the_engine_as_non_root(
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint], tmp_path: Path
+) -> None:
+    node = endpoints[2]
+    client = connect(node)
+    models = tmp_path / "models"
+    models.mkdir()
+    os.chown(models, ENGINE_UID, ENGINE_UID)
+    spec = RankContainer(
+        cluster=CLUSTER,
+        node=node.node,
+        rank=2,
+        image=release_image.built.tag,
+        name=f"sparkgate-{CLUSTER}-make-model",
+        argv=("python", "-m", "sparkengine", "make-model", "--out", "/models/tiny", "--seed", "3"),
+        env={"PYTHONHASHSEED": "0"},
+        mounts=(BindMount(source=str(models), target="/models"),),
+        release="r1",
+    )
+    run_rank(client, spec)
+    assert wait_rank(client, spec.name, timeout=120) == 0
+    state = inspect_rank(client, spec.name)
+    assert state is not None
+    assert (state.running, state.exit_code, state.oom_killed) == (False, 0, False)
+    assert state.labels["io.sparkgate.rank"] == "2"
+    assert {p.name for p in (models / "tiny").iterdir()} >= {"config.json", "model.safetensors"}
+    assert (models / "tiny" / "config.json").stat().st_uid == ENGINE_UID
+    logs = rank_logs(client, spec.name)
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", line) for line in logs.splitlines())
+    assert [s.name for s in cluster_containers(client, CLUSTER)] == [spec.name]
+    assert remove_cluster(client, CLUSTER) == [spec.name]
+    assert cluster_containers(client, CLUSTER) == []
+
+
+def test_stop_signals_then_kills_after_the_grace_period(
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint]
+) -> None:
+    client = connect(endpoints[1])
+    spec = RankContainer(
+        cluster=CLUSTER,
+        node=endpoints[1].node,
+        rank=1,
+        image=release_image.built.tag,
+        name=f"sparkgate-{CLUSTER}-sleeper",
+        # PID 1 ignores SIGTERM unless it handles it: stop must fall back to SIGKILL.
+        argv=("python", "-c", "import time; print('up', flush=True); time.sleep(600)"),
+    )
+    assert run_rank(client, spec).running
+    with pytest.raises(ClusterError, match="already running"):
+        run_rank(client, spec)
+    stop_rank(client, spec.name, grace_s=1)
+    state = inspect_rank(client, spec.name)
+    assert state is not None
+    assert (state.running, state.exit_code) == (False, 137)
+    assert "up" in rank_logs(client, spec.name)
+    assert remove_cluster(client, CLUSTER) == [spec.name]
+    assert inspect_rank(client, spec.name) is None
+
+
+def test_stopping_a_daemon_leaves_nothing_behind(release_image: ReleaseImage) -> None:
+    daemon = start_dockerd(f"t{os.getpid()}x", STATE)
+    try:
+        client = connect(DockerEndpoint(node=daemon.name, base_url=daemon.base_url))
+        base = ensure_base_image(client, BaseImageSpec(mirror=host_mirror()), CACHE)
+        container = client.containers.run(
+            base, ["sleep", "600"], detach=True, network_mode="host", stop_signal="SIGKILL"
+        )
+        container_pid = int(client.api.inspect_container(container.id)["State"]["Pid"])
+        containerd_pid = int((daemon.exec_root / "containerd" / "containerd.pid").read_text())
+        client.close()
+    finally:
+        stop_dockerd(daemon)
+    for pid in (daemon.pid, containerd_pid, container_pid):
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), pid
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(daemon.root) not in mounts
+    assert not daemon.socket.exists()
+    assert not daemon.exec_root.exists()
+    remove_daemon_state(daemon)
+    assert not daemon.root.exists()
+
+
+def test_a_daemon_that_cannot_start_says_why(daemons: list[DockerDaemon]) -> None:
+    with pytest.raises(ClusterError, match="exited with status") as caught:
+        start_dockerd(f"t{os.getpid()}bad", STATE, netns="sparkgate-no-such-netns")
+    assert "sparkgate-no-such-netns" in str(caught.value)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except OSError:
+        return True
