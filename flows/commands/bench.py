@@ -37,6 +37,62 @@ def _load_arm(path: Path) -> ArmReport:
     return read_arm(path)
 
 
+def suite_path(option: str) -> Path:
+    """--suite: an existing YAML file, else config/suites/NAME.yaml of the project."""
+    from flows.settings import project_root  # noqa: PLC0415
+
+    given = Path(option)
+    if given.suffix in (".yaml", ".yml"):
+        return given
+    return project_root() / "config" / "suites" / f"{option}.yaml"
+
+
+@bench_app.command("run")
+def run_command(  # noqa: PLR0917 - typer maps parameters to options
+    url: Annotated[str, typer.Argument(help="base URL of an OpenAI-compatible endpoint")],
+    suite: Annotated[str, typer.Option("--suite", help="suite file or config/suites name")],
+    out: Annotated[Path, typer.Option("--out", help="directory to write arm.json into")],
+    label: Annotated[str, typer.Option(help="arm label, e.g. the release name")] = "arm",
+    engine: Annotated[
+        Path | None, typer.Option(help="engine profile YAML whose metric names to use")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="SPARKGATE_API_KEY", help="bearer token")
+    ] = None,
+) -> None:
+    """Run one arm of a suite against a live endpoint and write its receipts."""
+    from flows.bench.endpoint import Endpoint  # noqa: PLC0415
+    from flows.bench.report import write_arm  # noqa: PLC0415
+    from flows.bench.runner import run_arm  # noqa: PLC0415
+    from flows.spec.load import load_model  # noqa: PLC0415
+    from flows.spec.suite import Suite  # noqa: PLC0415
+
+    spec = load_model(suite_path(suite), Suite)
+    names = None
+    metrics_path = "/metrics"
+    if engine is not None:
+        from flows.spec.engine import EngineProfile  # noqa: PLC0415
+
+        profile = load_model(engine, EngineProfile).metrics
+        metrics_path = profile.path
+        names = {
+            k: v for k, v in profile.model_dump(exclude={"path"}).items() if isinstance(v, str)
+        }
+    endpoint = Endpoint(url, api_key=api_key, metric_names=names, metrics_path=metrics_path)
+    arm = run_arm(
+        endpoint, spec, label=label, log=lambda line: err_console.print(line, markup=False)
+    )
+    path = write_arm(arm, out)
+    receipts = sum(len(s.receipts) for p in arm.points.values() for s in p.samples)
+    client = arm.client
+    cost = (
+        f"; client {client.cpu_us_per_chunk:.0f} us/chunk"
+        if client and client.cpu_us_per_chunk
+        else ""
+    )
+    err_console.print(f"{len(arm.points)} points, {receipts} receipts{cost} -> {path}")
+
+
 @bench_app.command("import")
 def import_command(
     report: Annotated[Path, typer.Argument(help="a recipe `bin/spark bench` bench.json")],

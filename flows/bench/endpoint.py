@@ -1,0 +1,110 @@
+"""The few non-streaming calls the benchmark makes: models, tokenize, Prometheus metrics.
+
+They are rare and small, so plain blocking HTTP (urllib) keeps them simple; the streaming
+requests that are measured go through `flows.bench.client`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from flows.errors import BenchError
+
+DEFAULT_METRICS = {
+    "running": "sparkengine_requests_running",
+    "waiting": "sparkengine_requests_waiting",
+    "prompt_tokens": "sparkengine_prompt_tokens_total",
+    "generation_tokens": "sparkengine_generation_tokens_total",
+}
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sum every sample of each metric name over its label sets (`_bucket` etc. kept apart)."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_part, _, rest = line.partition(" ") if "{" not in line else line.partition("}")
+        name = name_part.split("{")[0].strip()
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        values[name] = values.get(name, 0.0) + value
+    return values
+
+
+@dataclass
+class Endpoint:
+    """An OpenAI-compatible server: base URL, optional API key, metric names."""
+
+    base_url: str
+    api_key: str | None = None
+    metric_names: dict[str, str] | None = None
+    metrics_path: str = "/metrics"
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise BenchError(f"{self.base_url}: not an http(s) URL")
+        self.base_url = self.base_url.rstrip("/")
+
+    def _request(self, path: str, body: Any = None) -> bytes:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.base_url + path, data=data, headers=headers)  # noqa: S310 - scheme checked
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                return bytes(response.read())
+        except urllib.error.HTTPError as error:
+            detail = error.read()[:300].decode(errors="replace")
+            raise BenchError(f"{self.base_url}{path}: HTTP {error.code}: {detail}") from error
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            raise BenchError(f"{self.base_url}{path}: {error}") from error
+
+    def models(self) -> list[str]:
+        """Served model ids (GET /v1/models)."""
+        data = json.loads(self._request("/v1/models"))
+        return [str(m["id"]) for m in data.get("data", [])]
+
+    def tokenize(self, text: str, model: str | None = None) -> list[int]:
+        """Token ids of `text` by the server's own tokenizer (POST /tokenize)."""
+        body: dict[str, Any] = {"prompt": text}
+        if model:
+            body["model"] = model
+        data = json.loads(self._request("/tokenize", body))
+        return [int(t) for t in data["tokens"]]
+
+    def metrics(self) -> dict[str, float]:
+        """The mapped metrics (running, waiting, token counters) that the server exports."""
+        names = self.metric_names or DEFAULT_METRICS
+        values = parse_prometheus(self._request(self.metrics_path).decode())
+        return {key: values[name] for key, name in names.items() if name in values}
+
+    def wait_idle(self, timeout_s: float, poll_s: float = 0.05) -> dict[str, float]:
+        """Wait until running = waiting = 0 and return that snapshot.
+
+        Raises:
+            BenchError: if the engine is still busy after `timeout_s`.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            snapshot = self.metrics()
+            if not snapshot.get("running") and not snapshot.get("waiting"):
+                return snapshot
+            if time.monotonic() > deadline:
+                raise BenchError(
+                    f"{self.base_url}: not idle after {timeout_s:g}s "
+                    f"(running={snapshot.get('running')}, waiting={snapshot.get('waiting')})"
+                )
+            time.sleep(poll_s)

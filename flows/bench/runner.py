@@ -1,0 +1,318 @@
+"""Run one arm: every workload of a suite against a live endpoint, with sample integrity.
+
+For each point: warm-up samples are discarded, then samples run in seeded shuffled rounds (so
+slow drift spreads over all points). Before each sample the engine must be idle; token counters
+are read before and after (after waiting for idle again), and a sample whose counters grew by
+more than its own requests saw foreign traffic: it is logged and repeated with fresh prompts.
+A failed request keeps its receipt; the sample then has no metric values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+from pydantic import JsonValue
+
+from flows import __version__
+from flows.bench import workloads as wl
+from flows.bench.client import RequestSpec, Scheduled, run_sharded
+from flows.bench.endpoint import Endpoint
+from flows.bench.prompts import PromptFactory
+from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
+from flows.errors import BenchError
+from flows.spec.suite import ClosedLoop, Poisson, Prefill, Prefix, SingleStream, StepGrid, Suite
+
+Measured = tuple[dict[str, float], list[Receipt]]
+SampleFn = Callable[[str], Measured]
+Log = Callable[[str], None]
+
+GATES: dict[str, list[str]] = {
+    "single_stream": ["ttft_p50_s", "tpot_p50_ms"],
+    "closed_loop": ["tps"],
+    "poisson": ["ttft_p50_s", "tpot_p50_ms"],
+    "prefill": ["prefill_tps"],
+    "step_grid": ["step_geomean_ms"],
+    "prefix": ["cold_ttft_s", "warm_ttft_s"],
+}
+
+
+@dataclass
+class ArmContext:
+    """Everything the sample functions share during one arm."""
+
+    endpoint: Endpoint
+    suite: Suite
+    model: str
+    prompts: PromptFactory
+    log: Log
+    discarded: list[dict[str, JsonValue]] = field(default_factory=list)
+    client: list[ClientStats] = field(default_factory=list)
+
+    def request(self, key: str, tokens: int, max_tokens: int) -> RequestSpec:
+        """A completion request on a distinct prompt of exactly `tokens` tokens."""
+        body: dict[str, JsonValue] = {
+            "model": self.model,
+            "prompt": list(self.prompts.ids(key, tokens)),
+            "max_tokens": max_tokens,
+            "temperature": self.suite.temperature,
+            "ignore_eos": True,
+        }
+        return RequestSpec(body=body)
+
+    def send(self, items: list[Scheduled]) -> list[Receipt]:
+        """Send a batch (over client processes when it has several requests)."""
+        processes = min(self.suite.client.processes, len(items))
+        receipts, stats = run_sharded(
+            self.endpoint.base_url,
+            items,
+            processes=processes,
+            timeout_s=self.suite.client.timeout_s,
+            api_key=self.endpoint.api_key,
+        )
+        self.client.append(stats)
+        return receipts
+
+
+def _foreign(
+    before: dict[str, float], after: dict[str, float], receipts: list[Receipt]
+) -> dict[str, JsonValue]:
+    """Counter growth beyond what this sample's own requests account for."""
+    ours = {
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in receipts),
+        "generation_tokens": sum(r.completion_tokens or 0 for r in receipts),
+    }
+    extra: dict[str, JsonValue] = {}
+    for name, own in ours.items():
+        if name in before and name in after and after[name] - before[name] > own:
+            extra[name] = after[name] - before[name] - own
+    return extra
+
+
+def measure(ctx: ArmContext, point: str, key: str, fn: SampleFn) -> Sample:
+    """One sample of a point on an idle engine, repeated while foreign traffic shows.
+
+    Raises:
+        BenchError: when every attempt saw foreign traffic, or the engine never got idle.
+    """
+    for attempt in range(1, ctx.suite.idle.retries + 2):
+        before = ctx.endpoint.wait_idle(ctx.suite.idle.timeout_s)
+        metrics, receipts = fn(f"{key}/a{attempt}")
+        after = ctx.endpoint.wait_idle(ctx.suite.idle.timeout_s)
+        foreign = _foreign(before, after, receipts)
+        if not foreign:
+            failed = [r.error for r in receipts if not r.ok]
+            if failed:
+                ctx.log(f"{point} {key}: {len(failed)} failed request(s): {failed[0]}")
+            return Sample(
+                metrics=metrics if wl.all_ok(receipts) else {},
+                receipts=receipts,
+                attempts=attempt,
+            )
+        ctx.discarded.append({"point": point, "sample": key, "attempt": attempt, **foreign})
+        ctx.log(f"{point} {key}: foreign traffic {foreign}; repeating the sample")
+    raise BenchError(f"{point}: foreign traffic in all {ctx.suite.idle.retries + 1} attempts")
+
+
+def _single(ctx: ArmContext, w: SingleStream) -> SampleFn:
+    def run(key: str) -> Measured:
+        receipts = []
+        for i in range(w.requests):
+            spec = ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens)
+            receipts += ctx.send([Scheduled(spec=spec)])
+        return wl.single_stream(receipts), receipts
+
+    return run
+
+
+def _closed(ctx: ArmContext, w: ClosedLoop, streams: int) -> SampleFn:
+    def run(key: str) -> Measured:
+        items = [
+            Scheduled(spec=ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens))
+            for i in range(streams)
+        ]
+        receipts = ctx.send(items)
+        return wl.closed_loop(receipts), receipts
+
+    return run
+
+
+def _poisson(ctx: ArmContext, w: Poisson, counter: list[int]) -> SampleFn:
+    def run(key: str) -> Measured:
+        counter[0] += 1  # a new seeded schedule per sample, the same sequence in every arm
+        due = wl.poisson_schedule(w.rate, w.requests, ctx.suite.seed * 1000 + counter[0])
+        items = [
+            Scheduled(due_s=t, spec=ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens))
+            for i, t in enumerate(due)
+        ]
+        receipts = ctx.send(items)
+        return wl.poisson(receipts), receipts
+
+    return run
+
+
+def _prefill(ctx: ArmContext, w: Prefill, depth: int) -> SampleFn:
+    def run(key: str) -> Measured:
+        receipts = ctx.send([Scheduled(spec=ctx.request(key, depth, w.max_tokens))])
+        return wl.prefill(receipts[0]), receipts
+
+    return run
+
+
+def _step(ctx: ArmContext, w: StepGrid) -> SampleFn:
+    def run(key: str) -> Measured:
+        shapes: dict[str, list[Receipt]] = {}
+        for streams in w.concurrency:
+            for context in w.context:
+                shape = wl.shape_key(streams, context)
+                shapes[shape] = ctx.send(
+                    [
+                        Scheduled(spec=ctx.request(f"{key}/{shape}/{i}", context, w.max_tokens))
+                        for i in range(streams)
+                    ]
+                )
+        receipts = [r for batch in shapes.values() for r in batch]
+        return wl.step_grid(shapes), receipts
+
+    return run
+
+
+def _prefix(ctx: ArmContext, w: Prefix) -> SampleFn:
+    def run(key: str) -> Measured:
+        item = Scheduled(spec=ctx.request(key, w.prompt_tokens, w.max_tokens))
+        cold = ctx.send([item])
+        warm = [r for _ in range(w.warm_replays) for r in ctx.send([item])]
+        return wl.prefix(cold[0], warm), cold + warm
+
+    return run
+
+
+def plan(ctx: ArmContext) -> list[tuple[str, str, list[tuple[str, SampleFn]]]]:
+    """(workload kind, workload name, [(point name, sample function)]) in suite order."""
+    out: list[tuple[str, str, list[tuple[str, SampleFn]]]] = []
+    for w in ctx.suite.workloads:
+        points: list[tuple[str, SampleFn]]
+        match w:
+            case SingleStream():
+                points = [(f"{w.name}/c1", _single(ctx, w))]
+            case ClosedLoop():
+                points = [(f"{w.name}/c{c}", _closed(ctx, w, c)) for c in w.concurrency]
+            case Poisson():
+                points = [(f"{w.name}/r{w.rate:g}", _poisson(ctx, w, [0]))]
+            case Prefill():
+                points = [(f"{w.name}/{d}", _prefill(ctx, w, d)) for d in w.depths]
+            case StepGrid():
+                points = [(f"{w.name}/grid", _step(ctx, w))]
+            case Prefix():
+                points = [(f"{w.name}/{w.prompt_tokens}", _prefix(ctx, w))]
+        out.append((w.kind, w.name, points))
+    return out
+
+
+def _run_workload(
+    ctx: ArmContext, kind: str, points: list[tuple[str, SampleFn]], samples: int
+) -> dict[str, Point]:
+    collected: dict[str, list[Sample]] = {name: [] for name, _ in points}
+    for name, fn in points:
+        for i in range(ctx.suite.warmup):
+            measure(ctx, name, f"{name}/warmup{i}", fn)
+    for round_index in range(samples):
+        rng = np.random.default_rng(ctx.suite.seed * 7919 + round_index)
+        order = [points[i] for i in rng.permutation(len(points))]
+        for name, fn in order:
+            collected[name].append(measure(ctx, name, f"{name}/s{round_index}", fn))
+            ctx.log(f"{name} sample {round_index + 1}/{samples}: {_brief(collected[name][-1])}")
+    return {
+        name: Point(
+            workload=kind,
+            gate=GATES[kind],
+            samples=samples_,
+            info={"failed_requests": sum(not r.ok for s in samples_ for r in s.receipts)},
+        )
+        for name, samples_ in collected.items()
+    }
+
+
+def _brief(sample: Sample) -> str:
+    shown = [f"{k}={v:.4g}" for k, v in sample.metrics.items() if "@" not in k]
+    return " ".join(shown) or "no values (failed requests)"
+
+
+def merge_client(stats: list[ClientStats]) -> ClientStats | None:
+    """One summary of the client's cost over all batches of an arm (lags: worst batch)."""
+    if not stats:
+        return None
+    chunks = sum(s.chunks for s in stats)
+    cpu = sum(s.cpu_s for s in stats)
+
+    def worst(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
+
+    return ClientStats(
+        processes=max(s.processes for s in stats),
+        wall_s=sum(s.wall_s for s in stats),
+        cpu_s=cpu,
+        chunks=chunks,
+        cpu_us_per_chunk=1e6 * cpu / chunks if chunks else None,
+        parse_lag_p50_ms=worst([s.parse_lag_p50_ms for s in stats]),
+        parse_lag_p99_ms=worst([s.parse_lag_p99_ms for s in stats]),
+        loop_lag_p99_ms=worst([s.loop_lag_p99_ms for s in stats]),
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def run_arm(
+    endpoint: Endpoint, suite: Suite, *, label: str, log: Log = lambda _: None
+) -> ArmReport:
+    """Measure every workload of `suite` once against `endpoint` (one arm) and report it.
+
+    Raises:
+        BenchError: if the endpoint serves no model or a sample cannot be taken cleanly.
+    """
+    started = _now()
+    models = [suite.model] if suite.model else endpoint.models()
+    if not models:
+        raise BenchError(f"{endpoint.base_url}: serves no model")
+    model = models[0]
+    prompts = PromptFactory(
+        tokenize=lambda text: endpoint.tokenize(text, model),
+        seed=suite.seed,
+        nonce=uuid.uuid4().hex[:12],
+    )
+    ctx = ArmContext(endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log)
+    points: dict[str, Point] = {}
+    for kind, name, planned in plan(ctx):
+        workload = next(w for w in suite.workloads if w.name == name)
+        log(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
+        points |= _run_workload(ctx, kind, planned, suite.samples_of(workload))
+    suite_json = suite.model_dump_json()
+    return ArmReport(
+        label=label,
+        source="sparkgate",
+        url=endpoint.base_url,
+        suite=suite.name,
+        started_utc=started,
+        finished_utc=_now(),
+        identity={
+            "model": model,
+            "client_host": socket.gethostname(),
+            "python": platform.python_version(),
+            "sparkgate": __version__,
+            "suite_sha256": hashlib.sha256(suite_json.encode()).hexdigest(),
+            "prompt_nonce": prompts.nonce,
+        },
+        workload=suite.model_dump(mode="json"),
+        points=points,
+        client=merge_client(ctx.client),
+        discarded=ctx.discarded,
+    )
