@@ -56,15 +56,18 @@ def validate(
             model = load_spec(path)
         except SpecError as error:
             failed += 1
-            err_console.print(error.render(), markup=False, highlight=False, soft_wrap=True)
+            _line(error.render())
             continue
         if model is None:
-            err_console.print(f"{path}: skipped (no model for its kind in this checkout)")
+            _line(f"{path}: skipped (no model for its kind in this checkout)")
         else:
-            kind = getattr(model, "kind", "?")
-            err_console.print(f"{path}: ok ({kind})", markup=False, highlight=False)
+            _line(f"{path}: ok ({getattr(model, 'kind', '?')})")
     if failed:
         raise InvalidSpecFilesError(failed, len(files))
+
+
+def _line(text: str) -> None:
+    err_console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def schema(
@@ -76,7 +79,7 @@ def schema(
     from flows.spec.schema import write_schemas  # noqa: PLC0415 - only this command needs it
 
     for path in write_schemas(out):
-        err_console.print(f"wrote {path}", markup=False, highlight=False)
+        _line(f"wrote {path}")
 
 
 def render(
