@@ -136,6 +136,11 @@ class EngineProfile(SpecModel):
     model_dir: str = Field(
         default="{workdir}/models/{model_id}", description="Model directory on each node."
     )
+    model_prepare: list[str] = Field(
+        default=[],
+        description="Command that writes the model directory {model} on a node when it has no "
+        "model yet (empty: the model must already be there).",
+    )
     options: dict[str, EnvValue] = Field(
         default={}, description="Named engine options with defaults, used as {option.NAME}."
     )
@@ -178,6 +183,7 @@ class EngineProfile(SpecModel):
             (("launch", "cwd"), self.launch.cwd),
             (("ready", "url"), self.ready.url),
             (("model_dir",), self.model_dir),
+            *((("model_prepare", i), arg) for i, arg in enumerate(self.model_prepare)),
             *((("caches", name, "path"), cache.path) for name, cache in self.caches.items()),
         ]
         plain = set(NODE_PLACEHOLDERS) - {"model"}

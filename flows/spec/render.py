@@ -31,6 +31,9 @@ class LaunchPlan(BaseModel):
     cwd: str = Field(description="Working directory on the node.")
     workdir: str = Field(description="The node's work directory.")
     model_dir: str = Field(description="Model directory on the node.")
+    model_prepare: list[str] = Field(
+        default=[], description="Command that writes the model directory when it is missing."
+    )
     cache_dirs: dict[str, str] = Field(description="Cache directory per cache kind.")
     kernel_cache: str = Field(description="Name of the kernel cache kind.")
     ready_url: str | None = Field(description="Readiness URL (head only).")
@@ -68,6 +71,7 @@ def render_launch(
         cwd=_fill(launch.cwd, values, "launch.cwd"),
         workdir=node.workdir,
         model_dir=values["model"],
+        model_prepare=_fill_all(profile.model_prepare, values, "model_prepare"),
         cache_dirs={name: values[f"cache.{name}"] for name in profile.caches},
         kernel_cache=profile.kernel_cache,
         ready_url=_fill(profile.ready.url, values, "ready.url") if node.head else None,
@@ -109,6 +113,8 @@ def placeholder_values(
         "rendezvous_port": str(cluster.ports.rendezvous),
         "port": str(cluster.ports.api),
         "model_id": release.model.id,
+        "model_seed": str(release.model.seed),
+        "model_size": release.model.size,
         "workdir": node.workdir,
         "release": release.name,
     }
@@ -131,8 +137,8 @@ def _node(cluster: Cluster, name: str) -> Node:
         raise SpecError(f"no node {name!r} in cluster {cluster.name}", expected=names) from None
 
 
-def _fill_all(templates: list[str], values: Mapping[str, str]) -> list[str]:
-    return [_fill(text, values, f"argv[{index}]") for index, text in enumerate(templates)]
+def _fill_all(templates: list[str], values: Mapping[str, str], where: str = "argv") -> list[str]:
+    return [_fill(text, values, f"{where}[{index}]") for index, text in enumerate(templates)]
 
 
 def _fill(template: str, values: Mapping[str, str], where: str) -> str:

@@ -25,6 +25,8 @@ NODE_PLACEHOLDERS = frozenset(
         "port",
         "model",
         "model_id",
+        "model_seed",
+        "model_size",
         "workdir",
         "release",
     }

@@ -1,0 +1,240 @@
+"""Build a release once for the process runtime, install the same build on every node, verify.
+
+The build is content-addressed: its digest covers the engine's source files (as the image build
+sees them), the locked wheelhouse of its dependencies and the release's build arguments. It is
+made once on this machine (a wheel of the engine plus the hashed wheelhouse), copied to each
+node and installed there into `<workdir>/envs/<digest12>` with no index, so every rank runs
+exactly the bytes that were digested. A node whose environment already carries the digest is not
+touched again. Verification compares each node's installed distributions (name, version, and
+hash of the engine wheel) with the build's own list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, ConfigDict
+
+from flows.cluster.image import context_files, source_digest
+from flows.cluster.transport.base import Transport
+from flows.cluster.wheelhouse import (
+    LOCK_NAME,
+    engine_requirements,
+    ensure_wheelhouse,
+    host_spec,
+)
+from flows.errors import BuildError
+from flows.spec.release import Release
+
+MARKER = ".sparkgate-build.json"
+INSTALL_TIMEOUT_S = 900.0
+# Printed by the node's interpreter: every installed distribution as name==version, sorted.
+_FREEZE = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted(f\"{d.metadata['Name'].lower()}=={d.version}\" "
+    "for d in m.distributions())))"
+)
+
+Progress = Callable[[str], None]
+
+
+class ProcessBuild(BaseModel):
+    """A built release: its digest and the local files every node installs from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    release: str
+    digest: str
+    wheelhouse: Path
+    engine_wheel: Path
+    lock: str
+
+    @property
+    def short(self) -> str:
+        """The first 12 hex digits, used in folder names."""
+        return self.digest[:12]
+
+
+class NodeEnv(BaseModel):
+    """A node's installed build: where its interpreter is and what it contains."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    digest: str
+    python: str
+    distributions: list[str]
+    reused: bool
+
+
+def build_release(release: Release, state: Path, progress: Progress | None = None) -> ProcessBuild:
+    """The release's build, made on a cache miss (wheelhouse download, engine wheel)."""
+    say = progress or (lambda _message: None)
+    engine_dir = Path(release.build.source)
+    requirements = engine_requirements(engine_dir / "pyproject.toml")
+    say("wheelhouse: resolving the engine's dependencies")
+    wheels = ensure_wheelhouse(host_spec(requirements), state / "wheelhouses")
+    digest = source_digest(
+        context_files(engine_dir), b"process", wheels.lock, dict(release.build.args)
+    )
+    folder = state / "builds" / digest[:12]
+    existing = sorted(folder.glob("sparkgate_engine-*.whl"))
+    if not existing:
+        say(f"building the engine wheel for {release.name} ({digest[:12]})")
+        existing = [_build_wheel(engine_dir, folder, wheels.directory)]
+    return ProcessBuild(
+        release=release.name,
+        digest=digest,
+        wheelhouse=wheels.directory,
+        engine_wheel=existing[0],
+        lock=wheels.lock,
+    )
+
+
+def install(
+    build: ProcessBuild,
+    transport: Transport,
+    workdir: str,
+    *,
+    base_python: str = "python3",
+    progress: Progress | None = None,
+) -> NodeEnv:
+    """Install the build on one node (or reuse it when its marker carries the digest)."""
+    say = progress or (lambda _message: None)
+    root = PurePosixPath(workdir) / "envs" / build.short
+    python = str(root / "bin" / "python")
+    marker = str(root / MARKER)
+    found = transport.run(["cat", "--", marker], timeout=30)
+    if found.ok and _marker_digest(found.stdout) == build.digest:
+        return _inspect(build, transport, python, reused=True)
+    staging = PurePosixPath(workdir) / "builds" / build.short
+    say(f"{transport.node}: copying the build ({build.short})")
+    _copy_build(build, transport, staging)
+    say(f"{transport.node}: installing into {root}")
+    run = _runner(transport)
+    run(["rm", "-rf", "--", str(root)])
+    run([base_python, "-m", "venv", str(root)])
+    pip = [python, "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check",
+           "--find-links", str(staging / "wheels")]  # fmt: skip
+    run([*pip, "--require-hashes", "-r", str(staging / "wheels" / LOCK_NAME)])
+    run([*pip, "--no-deps", str(staging / build.engine_wheel.name)])
+    transport.write_text(marker, json.dumps({"digest": build.digest, "release": build.release}))
+    return _inspect(build, transport, python, reused=False)
+
+
+def verify(build: ProcessBuild, envs: Sequence[NodeEnv]) -> None:
+    """Every node runs the same build: same digest and the same installed distributions."""
+    if not envs:
+        return
+    reference = envs[0]
+    for env in envs:
+        if env.digest != build.digest:
+            raise BuildError(f"{env.node}: has build {env.digest[:12]}, expected {build.short}")
+        if env.distributions != reference.distributions:
+            extra = sorted(set(env.distributions) ^ set(reference.distributions))
+            raise BuildError(
+                f"{env.node}: installed distributions differ from {reference.node}: "
+                + ", ".join(extra[:6])
+            )
+
+
+def install_everywhere(
+    build: ProcessBuild,
+    transports: Mapping[str, Transport],
+    workdirs: Mapping[str, str],
+    *,
+    base_python: str = "python3",
+    progress: Progress | None = None,
+) -> dict[str, NodeEnv]:
+    """Install on every node in parallel, then verify they match."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    def one(node: str) -> NodeEnv:
+        return install(
+            build, transports[node], workdirs[node], base_python=base_python, progress=progress
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, len(workdirs))) as pool:
+        envs = dict(zip(workdirs, pool.map(one, workdirs), strict=True))
+    verify(build, list(envs.values()))
+    return envs
+
+
+def _build_wheel(engine_dir: Path, folder: Path, wheelhouse: Path) -> Path:
+    """Build the engine wheel in isolation, its build backend taken from the wheelhouse."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".wheel-") as scratch:
+        argv = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index",
+                "--find-links", str(wheelhouse), "--wheel-dir", scratch, str(engine_dir)]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+        if done.returncode != 0:
+            raise BuildError(f"building the engine wheel failed: {done.stderr.strip()[-800:]}")
+        built = sorted(Path(scratch).glob("*.whl"))
+        if len(built) != 1:
+            raise BuildError(f"expected one engine wheel, got {[p.name for p in built]}")
+        target = folder / built[0].name
+        built[0].replace(target)
+    return target
+
+
+def _copy_build(build: ProcessBuild, transport: Transport, staging: PurePosixPath) -> None:
+    wheels = staging / "wheels"
+    transport.run(["mkdir", "-p", "--", str(wheels)], timeout=60, check=True)
+    for path in sorted(build.wheelhouse.iterdir()):
+        if path.is_file():
+            transport.put(path, str(wheels / path.name))
+    transport.put(build.engine_wheel, str(staging / build.engine_wheel.name))
+    expected = {p.name: _sha256(p) for p in build.wheelhouse.iterdir() if p.is_file()}
+    expected[build.engine_wheel.name] = _sha256(build.engine_wheel)
+    names = [str(wheels / name) for name in expected if name != build.engine_wheel.name]
+    listing = transport.run(
+        ["sha256sum", "--", *names, str(staging / build.engine_wheel.name)], timeout=300
+    ).check()
+    copied = {PurePosixPath(line.split()[1]).name: line.split()[0] for line in
+              listing.stdout.splitlines() if line.strip()}  # fmt: skip
+    if copied != expected:
+        bad = sorted(name for name in expected if copied.get(name) != expected[name])
+        raise BuildError(f"{transport.node}: copied build differs from the original: {bad}")
+
+
+def _runner(transport: Transport) -> Callable[[list[str]], None]:
+    def run(argv: list[str]) -> None:
+        result = transport.run(argv, timeout=INSTALL_TIMEOUT_S)
+        if not result.ok:
+            raise BuildError(
+                f"{transport.node}: `{' '.join(argv[:4])} ...` failed: "
+                f"{(result.stderr or result.stdout).strip()[-800:]}"
+            )
+
+    return run
+
+
+def _inspect(build: ProcessBuild, transport: Transport, python: str, *, reused: bool) -> NodeEnv:
+    result = transport.run([python, "-c", _FREEZE], timeout=120)
+    if not result.ok:
+        raise BuildError(f"{transport.node}: the installed build does not run: {result.stderr}")
+    return NodeEnv(
+        node=transport.node,
+        digest=build.digest,
+        python=python,
+        distributions=json.loads(result.stdout),
+        reused=reused,
+    )
+
+
+def _marker_digest(text: str) -> str | None:
+    try:
+        value = json.loads(text).get("digest")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
