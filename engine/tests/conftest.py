@@ -151,12 +151,15 @@ def warm_cache(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return root
 
 
-def rank_caches(warm: Path | None, dest: Path, nnodes: int) -> Path:
-    """Per-rank cache directories under `dest`, copied from `warm` (or empty when None)."""
+def rank_caches(
+    warm: Path | None, dest: Path, nnodes: int, empty: frozenset[tuple[int, str]] = frozenset()
+) -> Path:
+    """Per-rank cache directories under `dest`, copied from `warm`; empty when `warm` is None
+    or for the (rank, kind) pairs listed in `empty`."""
     for rank in range(nnodes):
         for kind in ("kernels", "jit"):
             target = dest / str(rank) / kind
-            if warm is not None:
+            if warm is not None and (rank, kind) not in empty:
                 shutil.copytree(warm / kind, target)
             else:
                 target.mkdir(parents=True)
@@ -165,12 +168,20 @@ def rank_caches(warm: Path | None, dest: Path, nnodes: int) -> Path:
 
 @pytest.fixture
 def start_cluster(model_dir: Path, warm_cache: Path, tmp_path: Path) -> Iterator[Any]:
-    """Factory: start a cluster with warm caches (unless `cold=True`); stopped at teardown."""
+    """Factory: start a cluster with warm caches (unless `cold` or `empty`); stopped at the end."""
     started: list[EngineCluster] = []
 
-    def start(nnodes: int = 2, *, cold: bool = False, **kwargs: Any) -> EngineCluster:
-        root = rank_caches(None if cold else warm_cache, tmp_path / f"c{len(started)}", nnodes)
-        cluster = EngineCluster(model_dir, root, nnodes, **kwargs)
+    def start(
+        nnodes: int = 2,
+        *,
+        cold: bool = False,
+        empty: frozenset[tuple[int, str]] = frozenset(),
+        model: Path | None = None,
+        **kwargs: Any,
+    ) -> EngineCluster:
+        dest = tmp_path / f"c{len(started)}"
+        root = rank_caches(None if cold else warm_cache, dest, nnodes, empty)
+        cluster = EngineCluster(model or model_dir, root, nnodes, **kwargs)
         started.append(cluster)
         return cluster
 

@@ -1,0 +1,111 @@
+"""Startup: prepare -> freeze -> meet on liveness. Cold and warm boots, a slow rank that still
+boots, dead and stalled ranks named at once, and a corrupt model refused by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sparkengine.errors import ModelError
+from sparkengine.model import WEIGHTS, verify_manifest
+
+pytestmark = pytest.mark.integration
+
+PHASES = ["start", "loaded", "prepared", "frozen", "rendezvous", "warmup"]
+
+
+def test_warm_boot_logs_every_phase_and_loads_every_kernel(start_cluster: Any) -> None:
+    cluster = start_cluster()
+    cluster.wait_ready()
+    for rank in (0, 1):
+        names = [e["event"] for e in cluster.events[rank] if e["event"] in PHASES]
+        assert names == PHASES
+        prepared = cluster.named(rank, "prepared")[0]
+        assert prepared["cached"] == prepared["kernels"] > 0
+        assert prepared["compiled"] == 0
+        assert all(e["rank"] == rank and e["ts"].endswith("+00:00") for e in cluster.events[rank])
+    assert cluster.named(0, "ready")[0]["port"] == cluster.port
+
+
+@pytest.mark.slow
+def test_cold_boot_compiles_everything_and_nothing_after_freeze(start_cluster: Any) -> None:
+    # one rank keeps this affordable on a shared 2-core machine; the mechanism is per rank
+    cold = start_cluster(nnodes=1, cold=True)
+    cold.wait_ready(timeout=300)
+    cold_prep = cold.named(0, "prepared")[0]
+    assert cold_prep["compiled"] == cold_prep["kernels"] > 0
+    assert cold_prep["cached"] == 0
+    warm = start_cluster(nnodes=1)
+    warm.wait_ready()
+    assert cold_prep["seconds"] > warm.named(0, "prepared")[0]["seconds"]
+    assert not cold.named(0, "compile_after_freeze")
+
+
+def test_one_ranks_kernel_cache_empty_only_that_rank_compiles(start_cluster: Any) -> None:
+    cluster = start_cluster(empty=frozenset({(1, "kernels")}))
+    cluster.wait_ready()
+    head, worker = cluster.named(0, "prepared")[0], cluster.named(1, "prepared")[0]
+    assert head["compiled"] == 0
+    assert 0 < worker["compiled"] < worker["kernels"]  # its jit cache stayed warm
+
+
+def test_slow_but_live_rank_still_boots(start_cluster: Any) -> None:
+    cluster = start_cluster(
+        env={"SPARKENGINE_FAULT_PREPARE_DELAY": "1:4"}, args=["--stall-timeout", "3"]
+    )
+    cluster.wait_ready()
+    waiting = cluster.named(0, "waiting")
+    assert waiting
+    assert waiting[0]["missing"] == [1]
+
+
+def test_killing_a_rank_during_rendezvous_fails_the_head_at_once_naming_it(
+    start_cluster: Any,
+) -> None:
+    cluster = start_cluster(env={"SPARKENGINE_FAULT_PREPARE_DELAY": "1:60"})
+    cluster.wait_event(0, "waiting")
+    os.kill(cluster.procs[1].pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    assert cluster.wait_exit(0, timeout=30) != 0
+    assert time.monotonic() - killed_at < 10
+    failure = cluster.wait_event(0, "peer_failure")
+    assert failure["peer"] == 1
+    assert cluster.named(0, "fatal")
+
+
+def test_stalled_rank_is_named(start_cluster: Any) -> None:
+    cluster = start_cluster(
+        env={"SPARKENGINE_FAULT_STALL": "1@prepare"}, args=["--stall-timeout", "2"]
+    )
+    assert cluster.wait_exit(0, timeout=60) != 0
+    failure = cluster.wait_event(0, "peer_failure")
+    assert failure["peer"] == 1
+    assert "stopped advancing" in failure["reason"]
+
+
+def test_crashed_rank_is_named(start_cluster: Any) -> None:
+    cluster = start_cluster(env={"SPARKENGINE_FAULT_CRASH": "1@load"})
+    assert cluster.wait_exit(1, timeout=60) != 0
+    assert cluster.wait_exit(0, timeout=60) != 0
+    assert cluster.wait_event(0, "peer_failure")["peer"] == 1
+
+
+def test_corrupt_model_is_a_named_error_and_a_non_zero_exit(
+    model_dir: Path, tmp_path: Path, start_cluster: Any
+) -> None:
+    bad = tmp_path / "bad-model"
+    shutil.copytree(model_dir, bad)
+    with (bad / WEIGHTS).open("r+b") as fh:
+        fh.seek(-4, 2)
+        fh.write(b"\x00\x01\x02\x03")
+    with pytest.raises(ModelError, match="SHA-256"):
+        verify_manifest(bad)
+    cluster = start_cluster(nnodes=1, model=bad)
+    assert cluster.wait_exit(0) != 0
+    assert cluster.wait_event(0, "fatal")["error"] == "ModelError"
