@@ -40,15 +40,6 @@ class ClosedLoop(_Workload):
     concurrency: list[int] = Field(min_length=1, description="Stream counts, one point each.")
     prompt_tokens: int = Field(default=256, ge=1, description="Prompt length in tokens.")
 
-    def problems(self, context: SpecContext | None) -> list[Problem]:
-        """Stream counts are positive and unique."""
-        del context
-        if any(c < 1 for c in self.concurrency) or len(set(self.concurrency)) != len(
-            self.concurrency
-        ):
-            return [Problem(("concurrency",), "must be unique positive counts", "e.g. [1, 2, 4]")]
-        return []
-
 
 class Poisson(_Workload):
     """Poisson arrivals at a fixed rate from a seeded schedule identical in every arm."""
@@ -120,7 +111,7 @@ class Suite(SpecModel):
     workloads: list[Workload] = Field(min_length=1, description="Workloads, run in this order.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
-        """Workload names are unique (they prefix point names)."""
+        """Workload names are unique (they prefix point names); stream counts too."""
         del context
         seen: set[str] = set()
         found = []
@@ -130,6 +121,10 @@ class Suite(SpecModel):
                     Problem(("workloads", index, "name"), f"duplicate {workload.name!r}", "unique")
                 )
             seen.add(workload.name)
+            counts = getattr(workload, "concurrency", [])
+            if any(c < 1 for c in counts) or len(set(counts)) != len(counts):
+                where = ("workloads", index, "concurrency")
+                found.append(Problem(where, "must be unique positive counts", "e.g. [1, 2, 4]"))
         return found
 
     def samples_of(self, workload: _Workload) -> int:

@@ -1,0 +1,106 @@
+"""Prompts are distinct, exact in length and identical across arms; suites load or fail loudly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.bench.endpoint import parse_prometheus
+from flows.bench.prompts import PromptFactory, corpus
+from flows.errors import SpecError
+from flows.spec.load import load_model
+from flows.spec.suite import Suite
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _chars(text: str) -> list[int]:
+    return [ord(c) % 97 for c in text]
+
+
+def _words(text: str) -> list[int]:
+    return [hash(w) % 1000 for w in text.split()]
+
+
+def test_corpus_is_real_python_source() -> None:
+    text = corpus()
+    assert len(text) > 1_000_000
+    assert "def " in text
+
+
+@pytest.mark.parametrize("tokenize", [_chars, _words])
+def test_prompts_have_exact_length_and_differ(tokenize: object) -> None:
+    factory = PromptFactory(tokenize=tokenize, seed=0, nonce="n1")  # type: ignore[arg-type]
+    a, b = factory.ids("p/0", 300), factory.ids("p/1", 300)
+    assert len(a) == len(b) == 300
+    assert a != b
+    assert factory.text("x", 40)[:17] != factory.text("y", 40)[:17]  # first cache block differs
+
+
+def test_same_seed_same_passages_in_every_arm_but_never_a_shared_prefix() -> None:
+    one = PromptFactory(tokenize=_chars, seed=5, nonce="arm1")
+    two = PromptFactory(tokenize=_chars, seed=5, nonce="arm2")
+    t1, t2 = one.text("k", 500), two.text("k", 500)
+    assert t1.split("\n", 1)[1] == t2.split("\n", 1)[1]
+    assert t1[:16] != t2[:16]
+
+
+def test_a_prompt_key_cannot_be_reused() -> None:
+    factory = PromptFactory(tokenize=_chars, seed=0, nonce="n")
+    factory.ids("k", 10)
+    with pytest.raises(ValueError, match="used twice"):
+        factory.ids("k", 10)
+
+
+@pytest.mark.parametrize(
+    "name", ["release-local", "release", "release-tp3", "release-tp4", "single-stream"]
+)
+def test_bundled_suites_load(name: str) -> None:
+    suite = load_model(ROOT / "config" / "suites" / f"{name}.yaml", Suite)
+    assert suite.workloads
+
+
+def test_recipe_sizes() -> None:
+    tp4 = load_model(ROOT / "config" / "suites" / "release-tp4.yaml", Suite)
+    tp3 = load_model(ROOT / "config" / "suites" / "release-tp3.yaml", Suite)
+    sizes = {s.name: {w.kind: w for w in s.workloads} for s in (tp3, tp4)}
+    assert sizes["release-tp4"]["prefill"].depths == [32768, 262144, 500000, 1000000]  # type: ignore[union-attr]
+    assert sizes["release-tp3"]["poisson"].rate == 0.42  # type: ignore[union-attr]
+    assert sizes["release-tp4"]["poisson"].rate == 0.7  # type: ignore[union-attr]
+    assert max(sizes["release-tp4"]["closed_loop"].concurrency) == 16  # type: ignore[union-attr]
+    assert max(sizes["release-tp3"]["closed_loop"].concurrency) == 8  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "key"),
+    [
+        (
+            "  - kind: closed_loop\n    name: s\n    concurrency: [0, 2]\n",
+            7,
+            "workloads[0].concurrency",
+        ),
+        ("  - kind: warp\n    name: s\n", 5, "workloads[0].kind"),
+        (
+            "  - kind: prefill\n    name: p\n    depths: [8]\n    extra: 1\n",
+            8,
+            "workloads[0].extra",
+        ),
+        (
+            "  - kind: prefill\n    name: p\n    depths: [8]\n  - kind: prefix\n    name: p\n",
+            9,
+            "workloads[1].name",
+        ),
+    ],
+)
+def test_bad_suites_name_file_line_and_key(tmp_path: Path, body: str, line: int, key: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("kind: suite\nname: bad\nsamples: 2\nworkloads:\n" + body)
+    with pytest.raises(SpecError) as caught:
+        load_model(path, Suite)
+    assert f"bad.yaml:{line}: {key}" in str(caught.value)
+
+
+def test_prometheus_text_is_summed_over_labels() -> None:
+    text = '# HELP x\nrunning 2\nhits_total{a="1"} 3\nhits_total{a="2"} 4.5\nbad line\n'
+    assert parse_prometheus(text) == {"running": 2.0, "hits_total": 7.5}
