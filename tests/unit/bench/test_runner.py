@@ -1,0 +1,169 @@
+"""`run_arm` against a fake OpenAI engine: every workload, integrity, distinct prompts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from flows.bench.endpoint import Endpoint
+from flows.bench.runner import run_arm
+from flows.spec.suite import Suite
+
+NAMES = {
+    "running": "fake_running",
+    "waiting": "fake_waiting",
+    "prompt_tokens": "fake_prompt_total",
+    "generation_tokens": "fake_generation_total",
+}
+
+
+class FakeEngine:
+    """Streams max_tokens token chunks; counts tokens; can inject foreign traffic once."""
+
+    def __init__(self) -> None:
+        self.prompts: list[tuple[int, ...]] = []
+        self.counters = {"fake_prompt_total": 0, "fake_generation_total": 0}
+        self.foreign_once = 0
+
+    async def models(self, _: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "fake"}]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        tokens = [ord(c) % 100 for c in body["prompt"]]
+        return web.json_response({"tokens": tokens, "count": len(tokens)})
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        lines = ["fake_running 0", "fake_waiting 0"]
+        lines += [f"{k} {v}" for k, v in self.counters.items()]
+        return web.Response(text="\n".join(lines) + "\n")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body: dict[str, Any] = await request.json()
+        prompt = tuple(body["prompt"])
+        assert body["model"] == "fake"
+        assert body["ignore_eos"] is True
+        cached = len(prompt) - 1 if prompt in self.prompts else 0
+        self.prompts.append(prompt)
+        n = body["max_tokens"]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i in range(n):
+            await asyncio.sleep(0.001)
+            choice = {"index": 0, "text": "a", "token_ids": [i], "finish_reason": None}
+            await response.write(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": n,
+                 "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+        self.counters["fake_prompt_total"] += len(prompt)
+        self.counters["fake_generation_total"] += n + self.foreign_once
+        self.foreign_once = 0
+        final = {"choices": [], "usage": usage}
+        await response.write(b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
+        return response
+
+
+@pytest.fixture
+def engine() -> Iterator[tuple[FakeEngine, str]]:
+    fake = FakeEngine()
+    app = web.Application()
+    app.router.add_get("/v1/models", fake.models)
+    app.router.add_post("/tokenize", fake.tokenize)
+    app.router.add_get("/metrics", fake.metrics)
+    app.router.add_post("/v1/completions", fake.completions)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    loop.run_until_complete(web.SockSite(runner, sock).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield fake, f"http://127.0.0.1:{sock.getsockname()[1]}"
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+SUITE = {
+    "name": "tiny",
+    "samples": 2,
+    "warmup": 1,
+    "workloads": [
+        {
+            "kind": "single_stream",
+            "name": "single",
+            "requests": 2,
+            "prompt_tokens": 40,
+            "max_tokens": 4,
+        },
+        {
+            "kind": "closed_loop",
+            "name": "streams",
+            "concurrency": [1, 3],
+            "prompt_tokens": 40,
+            "max_tokens": 4,
+        },
+        {
+            "kind": "poisson",
+            "name": "poisson",
+            "rate": 40.0,
+            "requests": 3,
+            "prompt_tokens": 40,
+            "max_tokens": 3,
+        },
+        {"kind": "prefill", "name": "prefill", "depths": [64, 128]},
+        {
+            "kind": "step_grid",
+            "name": "step",
+            "concurrency": [1, 2],
+            "context": [32],
+            "max_tokens": 4,
+        },
+        {"kind": "prefix", "name": "prefix", "prompt_tokens": 64, "warm_replays": 2},
+    ],
+}
+
+
+def test_every_workload_produces_gated_values_on_distinct_prompts(
+    engine: tuple[FakeEngine, str],
+) -> None:
+    fake, url = engine
+    arm = run_arm(Endpoint(url, metric_names=NAMES), Suite.model_validate(SUITE), label="c1")
+    assert sorted(arm.points) == [
+        "poisson/r40", "prefill/128", "prefill/64", "prefix/64", "single/c1",
+        "step/grid", "streams/c1", "streams/c3",
+    ]  # fmt: skip
+    for name, point in arm.points.items():
+        assert len(point.samples) == 2, name
+        for sample in point.samples:
+            assert set(point.gate) <= set(sample.metrics), (name, sample.metrics)
+            assert all(r.ok for r in sample.receipts)
+    prefix = arm.points["prefix/64"].samples[0]
+    assert prefix.metrics["warm_hit_rate"] == pytest.approx(63 / 64)
+    replays = 2 * 3  # two warm replays in each of 1 warm-up + 2 samples of the prefix point
+    assert len(fake.prompts) - len(set(fake.prompts)) == replays  # only warm replays repeat
+    assert arm.points["prefill/128"].samples[0].receipts[0].prompt_tokens == 128
+    assert arm.discarded == []
+    assert arm.client is not None
+    assert arm.client.chunks > 0
+
+
+def test_foreign_traffic_repeats_the_sample_and_is_logged(engine: tuple[FakeEngine, str]) -> None:
+    fake, url = engine
+    suite = Suite.model_validate(
+        {**SUITE, "warmup": 0, "samples": 1, "workloads": SUITE["workloads"][:1]}
+    )
+    fake.foreign_once = 50  # another client's 50 tokens land during the first sample
+    lines: list[str] = []
+    arm = run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1", log=lines.append)
+    assert arm.discarded == [
+        {"point": "single/c1", "sample": "single/c1/s0", "attempt": 1, "generation_tokens": 50.0}
+    ]
+    assert arm.points["single/c1"].samples[0].attempts == 2
+    assert any("foreign traffic" in line for line in lines)
