@@ -85,3 +85,11 @@ def test_every_kind_has_a_model_here() -> None:
 def test_load_spec_dispatches_on_kind() -> None:
     assert type(load_spec(ROOT / "config" / "local.yaml")).__name__ == "Cluster"
     assert type(load_spec(ROOT / "releases" / "r1.yaml")).__name__ == "Release"
+
+
+def test_every_engine_test_file_is_classified() -> None:
+    spec = load_model(ROOT / "config" / "release-tests.yaml", ReleaseTests)
+    names = [p.relative_to(spec.root).as_posix() for p in spec.root.rglob("*.py")]
+    assert spec.unclassified(names) == [], "classify it in config/release-tests.yaml"
+    assert sorted(set(spec.files) - set(names)) == [], "classified files that do not exist"
+    assert spec.gate_files()
