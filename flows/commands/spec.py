@@ -18,7 +18,7 @@ from flows.console import err_console, out_console
 from flows.errors import InvalidSpecFilesError, SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.kinds import load_spec
-from flows.spec.load import load_model
+from flows.spec.load import load_document, load_model
 from flows.spec.release import Release
 from flows.spec.render import LaunchPlan, render_all
 
@@ -98,9 +98,7 @@ def render(
     try:
         plans = render_all(cluster_spec, release_spec)
     except SpecError as error:
-        raise SpecError(
-            error.message, file=error.file or release, key=error.key, expected=error.expected
-        ) from None
+        raise _in_release(error, release) from None
     if node is not None:
         plans = [plan for plan in plans if plan.node == node]
         if not plans:
@@ -115,6 +113,18 @@ def render(
         out_console.print_json(json.dumps(document))
         return
     _show(release_spec, cluster_spec, plans)
+
+
+def _in_release(error: SpecError, release: Path) -> SpecError:
+    """Point a render error at the release line that set the key, when the release has it."""
+    if error.file is not None:
+        return error
+    loc = tuple(error.key.split("."))
+    origin = load_document(release).origin_of(loc)
+    line = origin.line if error.key.startswith("engine.options.") else None
+    return SpecError(
+        error.message, file=origin.file, line=line, key=error.key, expected=error.expected
+    )
 
 
 def _show(release: Release, cluster: Cluster, plans: list[LaunchPlan]) -> None:

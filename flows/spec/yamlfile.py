@@ -27,14 +27,6 @@ class ParsedFile:
         self.data = data
         self.lines = lines
 
-    def line_of(self, loc: Loc) -> int:
-        """The line of `loc`, or of its closest written parent."""
-        for end in range(len(loc), -1, -1):
-            line = self.lines.get(loc[:end])
-            if line is not None:
-                return line
-        return 1
-
 
 def read_yaml(path: Path) -> ParsedFile:
     """Parse `path`; raises SpecError for a missing file, bad YAML or an unusable structure."""

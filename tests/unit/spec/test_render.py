@@ -148,3 +148,13 @@ def test_committed_schemas_are_current(tmp_path: Path) -> None:
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
             f"{committed} is stale: run `sparkgate schema`"
         )
+
+
+def test_render_points_an_unknown_option_at_the_release_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    code = main(["render", "releases/r2.yaml", "--cluster", "config/examples/tp4-ring.yaml"])
+    assert code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("releases/r2.yaml:12: engine.options.mlp_kernel: not an option")
