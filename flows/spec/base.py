@@ -76,7 +76,9 @@ EnvValue = Annotated[str, BeforeValidator(_scalar_to_str)]
 class SpecModel(BaseModel):
     """Frozen, strict, fully described; subclasses add cross-field rules in `problems`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, validate_default=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", strict=True, allow_inf_nan=False, validate_default=True
+    )
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:

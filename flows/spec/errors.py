@@ -53,6 +53,7 @@ BOUNDS = {
     "too_short": ("min_length", "at least {} item(s)"),
     "too_long": ("max_length", "at most {} item(s)"),
     "string_pattern_mismatch": ("pattern", "text matching {}"),
+    "finite_number": ("", "a finite number"),
 }
 
 
