@@ -54,6 +54,7 @@ class ArmContext:
     log: Log
     discarded: list[dict[str, JsonValue]] = field(default_factory=list)
     client: list[ClientStats] = field(default_factory=list)
+    saturated: int = 0
 
     def request(self, key: str, tokens: int, max_tokens: int) -> RequestSpec:
         """A completion request on a distinct prompt of exactly `tokens` tokens."""
@@ -77,7 +78,25 @@ class ArmContext:
             api_key=self.endpoint.api_key,
         )
         self.client.append(stats)
+        if client_saturated(stats):
+            self.saturated += 1
+            if self.saturated == 1:
+                self.log(
+                    f"warning: the client is saturated (CPU {stats.cpu_s:.2f}s in "
+                    f"{stats.wall_s:.2f}s wall, loop lag p99 {stats.loop_lag_p99_ms or 0:.1f} ms); "
+                    "raise client.processes or free the machine"
+                )
         return receipts
+
+
+SATURATED_CPU_SHARE = 0.5
+SATURATED_LOOP_LAG_MS = 10.0
+
+
+def client_saturated(stats: ClientStats) -> bool:
+    """Whether a batch's client was busy enough to distort timings (CPU share or loop lag)."""
+    busy = stats.wall_s > 0 and stats.cpu_s / (stats.wall_s * stats.processes) > SATURATED_CPU_SHARE
+    return busy or (stats.loop_lag_p99_ms or 0.0) > SATURATED_LOOP_LAG_MS
 
 
 def _foreign(
@@ -310,6 +329,7 @@ def run_arm(
             "sparkgate": __version__,
             "suite_sha256": hashlib.sha256(suite_json.encode()).hexdigest(),
             "prompt_nonce": prompts.nonce,
+            "client_saturated_batches": ctx.saturated,
         },
         workload=suite.model_dump(mode="json"),
         points=points,
