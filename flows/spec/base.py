@@ -69,6 +69,14 @@ def _scalar_to_str(value: object) -> object:
     return value
 
 
+def shown(path: Path) -> str:
+    """A path for messages: relative to the current directory when it is below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 EnvValue = Annotated[str, BeforeValidator(_scalar_to_str)]
 """An environment value; YAML numbers are accepted and kept as their text."""
 

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from flows.errors import SpecError
-from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath
+from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath, shown
 from flows.spec.load import load_model
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -28,6 +28,15 @@ class Build(SpecModel):
     source: SpecPath = Field(description="Engine source directory (relative to this file).")
     dockerfile: str = Field(default="Dockerfile", description="Dockerfile inside `source`.")
     args: dict[str, EnvValue] = Field(default={}, description="Docker build arguments.")
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """The source tree must exist (checked once the loader made the path absolute)."""
+        del context
+        if self.source.is_absolute() and not self.source.is_dir():
+            return [
+                Problem(("source",), f"no such directory: {shown(self.source)}", "the engine tree")
+            ]
+        return []
 
 
 class EngineSettings(SpecModel):

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from flows.spec.base import Problem, SpecContext, SpecModel, SpecPath
+from flows.spec.base import Problem, SpecContext, SpecModel, SpecPath, shown
 
 
 class Classification(SpecModel):
@@ -60,8 +60,13 @@ class ReleaseTests(SpecModel):
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Every classified file must match a pattern (else it is dead configuration)."""
         del context
-        return [
+        found = [
             Problem(("files", name), "matches none of the patterns", "a file the patterns select")
             for name in self.files
             if not self.selects(name)
         ]
+        if self.root.is_absolute() and not self.root.is_dir():
+            found.append(
+                Problem(("root",), f"no such directory: {shown(self.root)}", "a directory")
+            )
+        return found
