@@ -138,6 +138,9 @@ class Point(BaseModel):
     workload: str = Field(description="workload kind that produced the point")
     gate: list[str] = Field(description="metrics compared and gated for this point")
     samples: list[Sample] = Field(default_factory=list, description="samples in run order")
+    warmup: list[Sample] = Field(
+        default_factory=list, description="discarded warm-up samples, kept as raw receipts"
+    )
     info: dict[str, JsonValue] = Field(default_factory=dict, description="context, e.g. tokens")
     stored: dict[str, Described] = Field(
         default_factory=dict, description="summaries stored by an imported report (unrounded)"

@@ -238,9 +238,10 @@ def _run_workload(
     ctx: ArmContext, kind: str, points: list[tuple[str, SampleFn]], samples: int
 ) -> dict[str, Point]:
     collected: dict[str, list[Sample]] = {name: [] for name, _ in points}
+    warmups: dict[str, list[Sample]] = {name: [] for name, _ in points}
     for name, fn in points:
         for i in range(ctx.suite.warmup):
-            measure(ctx, name, f"{name}/warmup{i}", fn)
+            warmups[name].append(measure(ctx, name, f"{name}/warmup{i}", fn))
     for round_index in range(samples):
         rng = np.random.default_rng(ctx.suite.seed * 7919 + round_index)
         order = [points[i] for i in rng.permutation(len(points))]
@@ -252,6 +253,7 @@ def _run_workload(
             workload=kind,
             gate=GATES[kind],
             samples=samples_,
+            warmup=warmups[name],
             info={"failed_requests": sum(not r.ok for s in samples_ for r in s.receipts)},
         )
         for name, samples_ in collected.items()

@@ -141,6 +141,7 @@ def test_every_workload_produces_gated_values_on_distinct_prompts(
     ]  # fmt: skip
     for name, point in arm.points.items():
         assert len(point.samples) == 2, name
+        assert len(point.warmup) == 1, name
         for sample in point.samples:
             assert set(point.gate) <= set(sample.metrics), (name, sample.metrics)
             assert all(r.ok for r in sample.receipts)
