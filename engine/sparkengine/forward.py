@@ -69,9 +69,10 @@ class Forward:
         self.faults = faults
         self.group: Group | None = None
         hd = self.cfg.head_dim
-        shape = (kv_blocks, fam.BLOCK_SIZE, shard.heads, hd)
-        self.k_cache = [np.zeros(shape, np.float32) for _ in range(self.cfg.layers)]
-        self.v_cache = [np.zeros(shape, np.float32) for _ in range(self.cfg.layers)]
+        k_shape = (kv_blocks, shard.heads, hd, fam.BLOCK_SIZE)  # keys transposed per block
+        v_shape = (kv_blocks, fam.BLOCK_SIZE, shard.heads, hd)
+        self.k_cache = [np.zeros(k_shape, np.float32) for _ in range(self.cfg.layers)]
+        self.v_cache = [np.zeros(v_shape, np.float32) for _ in range(self.cfg.layers)]
         inv = 1.0 / (self.cfg.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
         angles = np.outer(np.arange(self.cfg.max_context, dtype=np.float64), inv)
         self.cos = np.ascontiguousarray(np.cos(angles), dtype=np.float32)

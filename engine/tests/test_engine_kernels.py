@@ -102,8 +102,8 @@ def test_paged_attention_matches_causal_numpy(registry: Registry) -> None:
     positions = np.arange(n, dtype=np.int32)
     tables = np.array([3, 1], np.int32)  # blocks deliberately out of order
     starts = np.zeros(n, np.int32)
-    kc = np.zeros((4, 16, heads, hd), np.float32)
-    vc = np.zeros_like(kc)
+    kc = np.zeros((4, heads, hd, 16), np.float32)
+    vc = np.zeros((4, 16, heads, hd), np.float32)
     out = np.empty((n, heads * hd), np.float32)
     registry.get(fam.attention_config(heads, hd))(qkv, positions, tables, starts, kc, vc, out)
     q = qkv[:, : heads * hd].reshape(n, heads, hd).astype(np.float64)

@@ -1,0 +1,121 @@
+"""`python -m sparkengine.bench`: the engine's own speed figures at TP2 on this machine.
+
+Boots a cluster with empty caches (cold preparation), boots it again (warm), then measures
+single-stream decode, 8-stream aggregate decode and prefill at 1K and 4K tokens, for each MLP
+kernel variant. Absolute numbers depend on the machine and on whatever else runs there; the
+ratios (cold/warm, fused/reference, 8-stream/single) are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sparkengine.launch import LocalCluster
+from sparkengine.model import make_model
+
+
+def _complete(url: str, prompt: str | list[int], max_tokens: int) -> float:
+    body = {
+        "model": "sparkengine",
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
+    request = urllib.request.Request(  # noqa: S310 - the loopback URL of a cluster we started
+        url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=600) as response:  # noqa: S310
+        json.load(response)
+    return time.perf_counter() - started
+
+
+def _prompt(tag: int, tokens: int) -> list[int]:
+    """Distinct token ids (no prefix-cache hits between measurements)."""
+    return [0] + [5 + (tag * 31 + i * 7 + i // 90) % 95 for i in range(tokens - 1)]
+
+
+def measure(url: str, decode_tokens: int) -> dict[str, float]:
+    """Decode and prefill figures against a ready cluster."""
+    _complete(url, _prompt(99, 32), 8)  # first-request effects out of the way
+    short = _complete(url, _prompt(1, 32), 1)
+    long = _complete(url, _prompt(2, 32), decode_tokens + 1)
+    single = decode_tokens / max(long - short, 1e-9)
+    with ThreadPoolExecutor(8) as pool:
+        started = time.perf_counter()
+        list(pool.map(lambda i: _complete(url, _prompt(10 + i, 32), decode_tokens), range(8)))
+        aggregate = 8 * decode_tokens / (time.perf_counter() - started)
+    figures = {"decode_tok_s_1": single, "decode_tok_s_8": aggregate}
+    for n in (1024, 4096):
+        figures[f"prefill_tok_s_{n // 1024}k"] = n / _complete(url, _prompt(20 + n, n), 1)
+    return {k: round(v, 1) for k, v in figures.items()}
+
+
+def _boot(model: Path, caches: Path, nnodes: int, variant: str) -> LocalCluster:
+    cluster = LocalCluster(model, caches, nnodes, args=["--mlp-kernel", variant])
+    cluster.wait_ready(timeout=600)
+    return cluster
+
+
+def _prepare_seconds(cluster: LocalCluster) -> float:
+    return max(cluster.named(r, "prepared")[0]["seconds"] for r in range(cluster.nnodes))
+
+
+def run(nnodes: int, decode_tokens: int, workdir: Path) -> dict[str, Any]:
+    """Every figure, as a dict."""
+    model = make_model(workdir / "model")
+    results: dict[str, Any] = {"nnodes": nnodes}
+    for variant in ("reference", "fused"):
+        caches = workdir / f"caches-{variant}"
+        cold = _boot(model, caches, nnodes, variant)
+        cold.stop()
+        warm = _boot(model, caches, nnodes, variant)
+        try:
+            results[variant] = {
+                "prepare_cold_s": _prepare_seconds(cold),
+                "prepare_warm_s": _prepare_seconds(warm),
+                **measure(warm.url, decode_tokens),
+            }
+        finally:
+            warm.stop()
+    return results
+
+
+def _table(results: dict[str, Any]) -> str:
+    ref, fused = results["reference"], results["fused"]
+    rows = [f"{'figure':<18}{'reference':>12}{'fused':>12}"]
+    rows += [f"{k:<18}{ref[k]:>12}{fused[k]:>12}" for k in ref]
+    rows.append(f"cold/warm prepare: {ref['prepare_cold_s'] / ref['prepare_warm_s']:.1f}x")
+    rows.append(
+        f"fused/reference single-stream: {fused['decode_tok_s_1'] / ref['decode_tok_s_1']:.2f}x"
+    )
+    rows.append(
+        f"8-stream/single (fused): {fused['decode_tok_s_8'] / fused['decode_tok_s_1']:.2f}x"
+    )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print a table (or JSON)."""
+    parser = argparse.ArgumentParser(prog="python -m sparkengine.bench")
+    parser.add_argument("--nnodes", type=int, default=2)
+    parser.add_argument("--decode-tokens", type=int, default=128)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="sparkengine-bench-") as tmp:
+        results = run(args.nnodes, args.decode_tokens, Path(tmp))
+    sys.stdout.write((json.dumps(results) if args.json else _table(results)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
