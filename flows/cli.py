@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, standalone_mode=False)
     except SparkgateError as error:
-        err_console.print(str(error), markup=False, highlight=False)
+        err_console.print(str(error), markup=False, highlight=False, soft_wrap=True)
         return error.exit_code
     except click.exceptions.Exit as done:
         return done.exit_code

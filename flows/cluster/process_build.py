@@ -170,8 +170,8 @@ def _build_wheel(engine_dir: Path, folder: Path, wheelhouse: Path) -> Path:
     """Build the engine wheel in isolation, its build backend taken from the wheelhouse."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".wheel-") as scratch:
-        argv = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index",
-                "--find-links", str(wheelhouse), "--wheel-dir", scratch, str(engine_dir)]  # fmt: skip
+        pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index"]
+        argv = [*pip, "--find-links", str(wheelhouse), "--wheel-dir", scratch, str(engine_dir)]
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
         if done.returncode != 0:
             raise BuildError(f"building the engine wheel failed: {done.stderr.strip()[-800:]}")

@@ -70,7 +70,10 @@ class RankStatus(BaseModel):
 class Runtime(Protocol):
     """Start, watch, read and stop ranks on the nodes of one cluster."""
 
-    kind: Literal["process", "docker"]
+    @property
+    def kind(self) -> Literal["process", "docker"]:
+        """Which runtime this is."""
+        ...
 
     def prepare(self, plan: LaunchPlan) -> None:
         """Create the rank's folders (workdir, caches, logs) on its node."""

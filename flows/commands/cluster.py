@@ -25,7 +25,7 @@ cluster_app = typer.Typer(
     name="cluster", help="Start, stop, inspect and unlock a cluster.", no_args_is_help=True
 )
 
-EXTENSIONS: tuple[str, ...] = ()
+EXTENSIONS: tuple[str, ...] = ("flows.commands.boot",)
 """Modules (e.g. `flows.commands.boot`) that add commands to `cluster_app` when imported."""
 
 ClusterOption = Annotated[
