@@ -97,6 +97,7 @@ class _Stream:
     error: str | None = None
 
     def add(self, stamp: float, event: dict[str, Any]) -> None:
+        """Fold one parsed event, read at `stamp`, into the stream's times, tokens and text."""
         if "error" in event:
             self.error = f"server error event: {json.dumps(event['error'])[:ERROR_BODY_LIMIT]}"
         if event.get("usage"):
@@ -124,6 +125,7 @@ class _Stream:
             self.finish_reason = choice["finish_reason"]
 
     def receipt(self, status: int | None, end: float, t0: float) -> Receipt:
+        """The receipt of the finished stream; not ok without [DONE] or any choice chunk."""
         ok = self.error is None and self.done and self.ttft is not None
         error = self.error
         if error is None and not ok:
