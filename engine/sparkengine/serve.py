@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ def serve(opts: ServeOptions) -> int:
     events.set_rank(opts.rank)
     started = time.perf_counter()
     events.emit("start", nnodes=opts.nnodes, mlp_kernel=opts.mlp_kernel, model=str(opts.model))
+    signal.signal(signal.SIGTERM, _stop_now)  # rank 0 replaces this once it serves HTTP
     try:
         faults = Faults.from_env()
         progress = Progress()
@@ -95,6 +97,11 @@ def serve(opts: ServeOptions) -> int:
             fail(exc)
         return 0
     return _serve_head(opts, forward, group, faults=faults, metrics=metrics, started=started)
+
+
+def _stop_now(signum: int, _frame: object) -> None:
+    events.emit("stopping", reason=f"signal {signal.Signals(signum).name}")
+    os._exit(0)
 
 
 def _load_and_prepare(
