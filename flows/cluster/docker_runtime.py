@@ -20,6 +20,7 @@ from docker.types import Mount
 from pydantic import BaseModel, ConfigDict
 
 from flows.errors import BootError, ClusterError
+from flows.spec.render import LaunchPlan
 
 LABEL = "io.sparkgate"
 DEFAULT_GRACE_S = 10.0
@@ -69,6 +70,34 @@ class ContainerState(BaseModel):
     started_at: str
     finished_at: str
     labels: Mapping[str, str]
+
+
+def plan_container(
+    plan: LaunchPlan,
+    *,
+    cluster: str,
+    image: str,
+    name: str,
+    release: str = "",
+    extra_mounts: tuple[BindMount, ...] = (),
+) -> RankContainer:
+    """The container for a rendered launch plan: workdir and cache folders mounted at the same
+    paths as on the node, so argv and env written for the node work unchanged inside."""
+    folders = dict.fromkeys([plan.workdir, *plan.cache_dirs.values()])
+    mounts = tuple(BindMount(source=path, target=path) for path in folders)
+    return RankContainer(
+        cluster=cluster,
+        node=plan.node,
+        rank=plan.rank,
+        image=image,
+        name=name,
+        argv=tuple(plan.argv),
+        env=plan.env,
+        cwd=plan.cwd,
+        mounts=mounts + extra_mounts,
+        stop_signal=plan.stop_signal,
+        release=release,
+    )
 
 
 def container_labels(spec: RankContainer) -> dict[str, str]:

@@ -73,6 +73,7 @@ def dockerd_argv(root: Path, storage_driver: str, netns: str | None = None) -> l
         f"--data-root={root / 'data'}",
         f"--exec-root={root / 'x'}",
         f"--pidfile={root / 'dockerd.pid'}",
+        f"--config-file={root / 'daemon.json'}",
         f"--host=unix://{root / 'api.sock'}",
     ]
     return ["ip", "netns", "exec", netns, *argv] if netns else argv
@@ -96,6 +97,8 @@ def start_dockerd(
     if socket.exists() and _api_answers(f"unix://{socket}"):
         raise ClusterError(f"a docker daemon already serves {socket}; stop it first")
     root.mkdir(parents=True, exist_ok=True)
+    # Our own (empty) config: settings in the host's /etc/docker/daemon.json must not leak in.
+    (root / "daemon.json").write_text("{}\n")
     socket.unlink(missing_ok=True)
     storage_driver = "overlay2" if overlay_supported(state_dir.resolve()) else "vfs"
     log_file = root / "dockerd.log"

@@ -9,9 +9,11 @@ build and the distribution are always real.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -186,18 +188,26 @@ def test_a_node_whose_tag_names_another_image_is_never_overwritten(
     tag = "sparkengine:conflict-r1"
     connect(endpoints[0]).api.tag(release_image.built.image_id, "sparkengine", "conflict-r1")
     third = connect(endpoints[2])
-    third.api.tag(release_image.base_image, "sparkengine", "conflict-r1")
+    third.api.import_image_from_data(one_file_tar(), repository="sparkengine", tag="conflict-r1")
+    other_id = third.api.inspect_image(tag)["Id"]
     try:
         with pytest.raises(BuildError, match=rf"{endpoints[2].node}.*never overwritten"):
             distribute_image(endpoints[0], endpoints[1:], tag)
-        assert (
-            third.api.inspect_image(tag)["Id"]
-            == third.api.inspect_image(release_image.base_image)["Id"]
-        )
+        assert third.api.inspect_image(tag)["Id"] == other_id
+        assert connect(endpoints[1]).api.inspect_image(tag)["Id"] == release_image.built.image_id
     finally:
         for endpoint in endpoints:
             with contextlib.suppress(docker.errors.ImageNotFound):
                 connect(endpoint).api.remove_image(tag)
+
+
+def one_file_tar() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"hello"))
+    return buffer.getvalue()
 
 
 def test_a_rank_container_runs_the_engine_as_non_root(

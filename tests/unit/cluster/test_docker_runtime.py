@@ -12,9 +12,11 @@ from flows.cluster.docker_runtime import (
     RankContainer,
     container_state,
     create_options,
+    plan_container,
 )
 from flows.cluster.dockerd import daemon_root, dockerd_argv, start_dockerd
 from flows.errors import BuildError, ClusterError
+from flows.spec.render import LaunchPlan
 
 
 def test_daemon_lives_under_the_state_dir(tmp_path: Path) -> None:
@@ -156,3 +158,31 @@ def test_container_state_from_inspect() -> None:
         True,
     )
     assert state.labels == {"io.sparkgate.rank": "1"}
+
+
+def test_a_launch_plan_becomes_a_container_with_node_paths_mounted() -> None:
+    plan = LaunchPlan(
+        node="n2",
+        rank=2,
+        head=False,
+        address="10.0.0.2",
+        argv=["python", "-m", "sparkengine", "serve", "--cache", "kernels=/w/cache/kernels"],
+        env={"A": "1"},
+        cwd="/w",
+        workdir="/w",
+        model_dir="/w/model",
+        cache_dirs={"kernels": "/w/cache/kernels", "jit": "/var/jit"},
+        kernel_cache="kernels",
+        ready_url=None,
+        stop_signal="SIGINT",
+        stop_grace_s=5,
+    )
+    spec = plan_container(plan, cluster="lab", image="e:1-r1", name="sg-n2", release="r1")
+    assert (spec.node, spec.rank, spec.cwd, spec.stop_signal) == ("n2", 2, "/w", "SIGINT")
+    assert spec.argv == tuple(plan.argv)
+    assert [(m.source, m.target) for m in spec.mounts] == [
+        ("/w", "/w"),
+        ("/w/cache/kernels", "/w/cache/kernels"),
+        ("/var/jit", "/var/jit"),
+    ]
+    assert create_options(spec)["working_dir"] == "/w"
