@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import aiohttp
 import numpy as np
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from flows.bench.report import ClientStats, Receipt
@@ -162,6 +163,8 @@ def _sha256(text: str) -> str:
 
 def _events(block: bytes) -> list[dict[str, Any]] | None:
     """The JSON events of one SSE message; None for [DONE]. Comments and blanks are skipped."""
+    if block.startswith(b"data: {") and b"\n" not in block:  # the usual one-line message
+        return [orjson.loads(block[6:])]
     out = []
     for line in block.split(b"\n"):
         if not line.startswith(b"data:"):
@@ -169,7 +172,7 @@ def _events(block: bytes) -> list[dict[str, Any]] | None:
         data = line[5:].strip()
         if data == b"[DONE]":
             return None
-        out.append(json.loads(data))
+        out.append(orjson.loads(data))
     return out
 
 
@@ -211,7 +214,7 @@ async def send(
                         recorder.on_event(event)
                         recorder.chunks += 1
                 recorder.parse_lags.append(clock() - stamp)
-    except (aiohttp.ClientError, TimeoutError, ValueError, UnicodeDecodeError) as error:
+    except (aiohttp.ClientError, TimeoutError, ValueError) as error:  # JSON errors are ValueError
         stream.error = f"{type(error).__name__}: {error}"[:ERROR_BODY_LIMIT]
     return stream.receipt(status, clock(), t0)
 
