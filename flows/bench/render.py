@@ -55,11 +55,16 @@ def recipe_text(comparison: Comparison) -> str:
         "step time (ms, lower is better):": ("decode/", "step_ms"),
         "prefill (tok/s):": ("prefill/", "prefill_tps"),
     }
+    grouped: dict[str, list[PointComparison]] = {}
+    for r in comparison.points:
+        title = next(
+            (t for t, (prefix, metric) in sections.items()
+             if r.point.startswith(prefix) and r.metric == metric),
+            f"{r.metric} ({'higher' if r.higher_is_better else 'lower'} is better):",
+        )  # fmt: skip
+        grouped.setdefault(title, []).append(r)
     lines = []
-    for title, (prefix, metric) in sections.items():
-        rows = [r for r in comparison.points if r.point.startswith(prefix) and r.metric == metric]
-        if not rows:
-            continue
+    for title, rows in grouped.items():
         lines.append(title)
         for r in rows:
             verdict = r.recipe_verdict.value if r.recipe_verdict else None
@@ -70,7 +75,7 @@ def recipe_text(comparison: Comparison) -> str:
                     r.old,
                     change=r.welch,
                     verdict=verdict,
-                    decimals=_decimals(metric),
+                    decimals=_decimals(r.metric),
                 )
             )
     return "\n".join(lines)

@@ -81,11 +81,7 @@ class ArmContext:
         if client_saturated(stats):
             self.saturated += 1
             if self.saturated == 1:
-                self.log(
-                    f"warning: the client is saturated (CPU {stats.cpu_s:.2f}s in "
-                    f"{stats.wall_s:.2f}s wall, loop lag p99 {stats.loop_lag_p99_ms or 0:.1f} ms); "
-                    "raise client.processes or free the machine"
-                )
+                self.log(f"warning: {saturation_reason(stats)}")
         return receipts
 
 
@@ -97,6 +93,18 @@ def client_saturated(stats: ClientStats) -> bool:
     """Whether a batch's client was busy enough to distort timings (CPU share or loop lag)."""
     busy = stats.wall_s > 0 and stats.cpu_s / (stats.wall_s * stats.processes) > SATURATED_CPU_SHARE
     return busy or (stats.loop_lag_p99_ms or 0.0) > SATURATED_LOOP_LAG_MS
+
+
+def saturation_reason(stats: ClientStats) -> str:
+    """Why a batch's timings are suspect: a busy client, or a busy machine."""
+    share = stats.cpu_s / (stats.wall_s * stats.processes) if stats.wall_s else 0.0
+    lag = stats.loop_lag_p99_ms or 0.0
+    if share > SATURATED_CPU_SHARE:
+        return f"the client used {share:.0%} of a CPU per process; raise client.processes"
+    return (
+        f"event-loop lag p99 {lag:.1f} ms while the client used {share:.0%} of a CPU: "
+        "the machine is busy and timings include scheduling delays"
+    )
 
 
 def _foreign(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flows.bench.overhead import measure
 from flows.bench.report import ClientStats
-from flows.bench.runner import client_saturated
+from flows.bench.runner import client_saturated, saturation_reason
 
 
 def test_overhead_benchmark_reports_cost_and_lag() -> None:
@@ -29,3 +29,8 @@ def test_a_busy_client_is_flagged() -> None:
     assert not client_saturated(_stats(0.1, 1.0, 1.0))
     assert client_saturated(_stats(0.8, 1.0, 1.0))
     assert client_saturated(_stats(0.1, 1.0, 25.0))
+
+
+def test_saturation_reason_tells_client_from_machine() -> None:
+    assert "raise client.processes" in saturation_reason(_stats(0.8, 1.0, 1.0))
+    assert "machine is busy" in saturation_reason(_stats(0.05, 1.0, 30.0))
