@@ -66,6 +66,17 @@ class Comparison(BaseModel):
     ledger_gaps: int = Field(description="A/A ledger sessions available")
     points: list[PointComparison] = Field(description="one row per point and gated metric")
     unmatched: list[str] = Field(description="candidate points the previous arm did not measure")
+    missing: list[str] = Field(
+        description="previous-release points or metrics the candidate did not measure"
+    )
+    failed_requests: dict[str, int] = Field(
+        description="candidate points with failed requests, and how many (over its arms)"
+    )
+
+    @property
+    def failed(self) -> bool:
+        """The candidate lost measurements: failed requests, or points it could not measure."""
+        return bool(self.missing or self.failed_requests)
 
     @property
     def regressions(self) -> list[PointComparison]:
@@ -123,14 +134,16 @@ def compare_arms(
         raise BenchError("compare needs at least one candidate arm and one previous arm")
     ordered = session_order(new, old)
     rows = []
-    unmatched = []
+    unmatched = [name for name in new[0].points if name not in old[0].points]
+    missing = [name for name in old[0].points if name not in new[0].points]
     for name, point in new[0].points.items():
         reference = old[0].points.get(name)
         if reference is None:
-            unmatched.append(name)
             continue
         for metric in point.gate:
             new_summary, old_summary = point.summary(metric), reference.summary(metric)
+            if new_summary is None and old_summary is not None:
+                missing.append(f"{name} {metric}")
             if new_summary is None or old_summary is None:
                 continue
             # The recipe rounds describe() before comparing; so do we, to print its numbers.
@@ -158,7 +171,7 @@ def compare_arms(
                     verdict=arms.verdict if arms else Verdict.INCONCLUSIVE,
                 )
             )
-    if not rows:
+    if not rows and not missing:
         raise BenchError("the arms share no point with a gated metric; nothing to compare")
     return Comparison(
         new=[r.label for r in new],
@@ -167,4 +180,18 @@ def compare_arms(
         ledger_gaps=len(ledger.sessions) if ledger else 0,
         points=rows,
         unmatched=unmatched,
+        missing=missing,
+        failed_requests=_failed_requests(new),
     )
+
+
+def _failed_requests(arms: Sequence[ArmReport]) -> dict[str, int]:
+    """Failed requests per point over the given arms (our receipts and imported ones)."""
+    counts: dict[str, int] = {}
+    for arm in arms:
+        for name, point in arm.points.items():
+            failed = sum(not r.ok for s in point.samples for r in s.receipts)
+            failed += sum(not r.get("ok", True) for s in point.samples for r in s.legacy_receipts)
+            if failed:
+                counts[name] = counts.get(name, 0) + failed
+    return counts

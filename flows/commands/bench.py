@@ -145,6 +145,12 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
         err_console.print(f"wrote {out}/compare.json, bench.txt, changes.png")
     if as_json:
         out_console.print_json(comparison.model_dump_json())
+    if comparison.failed:
+        lost = [
+            *comparison.missing,
+            *(f"{k} ({v} failed)" for k, v in comparison.failed_requests.items()),
+        ]
+        raise GateFailedError(f"FAIL: the candidate lost measurements: {', '.join(lost)}")
     if comparison.regressions:
         names = ", ".join(f"{r.point} {r.metric}" for r in comparison.regressions)
         raise GateFailedError(f"FAIL: slower beyond {tolerance:g}%: {names}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.bench.report import ArmReport, Point, Sample, write_arm
+from flows.bench.report import ArmReport, Point, Receipt, Sample, read_arm, write_arm
 from flows.cli import main
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "recipe-bench"
@@ -129,3 +129,27 @@ def test_bad_report_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = " ".join(capsys.readouterr().err.split())
     assert "x.json: not a sparkgate arm report: (top level): Input should be" in err
     assert "Traceback" not in err
+
+
+def test_a_candidate_that_lost_measurements_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed requests, or a point the previous release measured and the candidate did not."""
+    c1, p, c2 = _session(tmp_path, 1.0)
+    broken = read_arm(Path(c1))
+    point = broken.points["decode/prose-c1"]
+    failed = Sample(metrics={}, receipts=[Receipt(ok=False, sent_s=0.0, error="HTTP 500")])
+    lost = broken.model_copy(
+        update={
+            "points": {
+                "decode/prose-c1": point.model_copy(update={"samples": [*point.samples, failed]})
+            }
+        }
+    )
+    write_arm(lost, tmp_path / "lost")
+    code = main(["bench", "compare", str(tmp_path / "lost"), p, "--again", c2])
+    assert code == 1
+    assert "decode/prose-c1 (1 failed)" in " ".join(capsys.readouterr().err.split())
+    empty = broken.model_copy(update={"points": {}})
+    write_arm(empty, tmp_path / "empty")
+    assert main(["bench", "compare", str(tmp_path / "empty"), p]) == 1
