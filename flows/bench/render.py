@@ -23,7 +23,9 @@ def _decimals(metric: str) -> int:
 def _label(point: str) -> str:
     """Recipe labels: 'prose-c1' for decode points, '32768 tokens' for prefill points."""
     workload, _, name = point.partition("/")
-    return f"{name} tokens" if workload == "prefill" else name
+    if workload == "prefill":
+        return f"{name} tokens"
+    return name if workload == "decode" else point
 
 
 def recipe_line(
