@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from aiohttp import web
 
 from flows.bench.endpoint import Endpoint
 from flows.bench.runner import run_arm
+from flows.cli import main
+from flows.errors import BenchError
 from flows.spec.suite import Suite
 
 NAMES = {
@@ -31,6 +34,7 @@ class FakeEngine:
         self.prompts: list[tuple[int, ...]] = []
         self.counters = {"fake_prompt_total": 0, "fake_generation_total": 0}
         self.foreign_once = 0
+        self.running = 0
 
     async def models(self, _: web.Request) -> web.Response:
         return web.json_response({"data": [{"id": "fake"}]})
@@ -41,7 +45,7 @@ class FakeEngine:
         return web.json_response({"tokens": tokens, "count": len(tokens)})
 
     async def metrics(self, _: web.Request) -> web.Response:
-        lines = ["fake_running 0", "fake_waiting 0"]
+        lines = [f"fake_running {self.running}", "fake_waiting 0"]
         lines += [f"{k} {v}" for k, v in self.counters.items()]
         return web.Response(text="\n".join(lines) + "\n")
 
@@ -168,3 +172,23 @@ def test_foreign_traffic_repeats_the_sample_and_is_logged(engine: tuple[FakeEngi
     ]
     assert arm.points["single/c1"].samples[0].attempts == 2
     assert any("foreign traffic" in line for line in lines)
+
+
+def test_a_busy_engine_is_an_error_not_a_sample(engine: tuple[FakeEngine, str]) -> None:
+    fake, url = engine
+    fake.running = 1  # someone else's request never finishes
+    suite = Suite.model_validate(
+        {**SUITE, "idle": {"timeout_s": 0.3}, "workloads": SUITE["workloads"][:1]}
+    )
+    with pytest.raises(BenchError, match=r"not idle after 0\.3s"):
+        run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1")
+
+
+def test_bench_run_cli_refuses_a_bad_suite_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: suite\nname: x\nworkloads: []\n")
+    code = main(["bench", "run", "http://127.0.0.1:9", "--suite", str(bad), "--out", str(tmp_path)])
+    assert code == 2
+    assert "bad.yaml:3: workloads" in capsys.readouterr().err
