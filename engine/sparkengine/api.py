@@ -222,6 +222,13 @@ class Api:
             vocab=self.vocab,
             max_context=self.max_context,
         )
+        scheduler = self.engine.scheduler
+        need = scheduler.blocks_needed(len(parsed.prompt), parsed.params.max_tokens)
+        if need > scheduler.pool.n_blocks:
+            raise RequestError(
+                f"request needs {need} KV blocks; the engine has {scheduler.pool.n_blocks}",
+                "max_tokens",
+            )
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         gen = Generation(parsed)
         if parsed.stream:
