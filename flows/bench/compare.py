@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -195,3 +196,32 @@ def _failed_requests(arms: Sequence[ArmReport]) -> dict[str, int]:
             if failed:
                 counts[name] = counts.get(name, 0) + failed
     return counts
+
+
+class Decision(StrEnum):
+    """What a benchmark session does after a comparison."""
+
+    PASS = "pass"  # noqa: S105 - a verdict, not a password
+    FAIL_SLOWER = "fail-slower"
+    FAIL_LOST = "fail-lost-measurements"
+    FAIL_INCONCLUSIVE = "fail-inconclusive"
+    ADD_PREVIOUS = "add-previous-arm"
+    ADD_CANDIDATE = "add-candidate-arm"
+
+
+def session_decision(comparison: Comparison, arms_run: int, max_arms: int) -> Decision:
+    """Decide a session: pass, fail, or run one more arm (alternating roles) while undecided.
+
+    Inconclusive is never a pass: the session adds arms (previous, candidate, ...) until every
+    point is decided or `max_arms` is reached, and then fails as inconclusive.
+    """
+    if comparison.failed:
+        return Decision.FAIL_LOST
+    if comparison.regressions:
+        return Decision.FAIL_SLOWER
+    if not comparison.inconclusive:
+        return Decision.PASS
+    if arms_run >= max_arms:
+        return Decision.FAIL_INCONCLUSIVE
+    candidates, previous = len(comparison.new), len(comparison.old)
+    return Decision.ADD_PREVIOUS if candidates > previous else Decision.ADD_CANDIDATE

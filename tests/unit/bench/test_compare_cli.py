@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from flows.bench.compare import Decision, compare_arms, session_decision
+from flows.bench.ledger import read_ledger
 from flows.bench.report import ArmReport, Point, Receipt, Sample, read_arm, write_arm
 from flows.cli import main
 
@@ -153,3 +155,18 @@ def test_a_candidate_that_lost_measurements_fails(
     empty = broken.model_copy(update={"points": {}})
     write_arm(empty, tmp_path / "empty")
     assert main(["bench", "compare", str(tmp_path / "empty"), p]) == 1
+
+
+def test_session_decision_adds_arms_until_decided_then_fails_inconclusive(tmp_path: Path) -> None:
+    c1, p, c2 = (read_arm(Path(x)) for x in _session(tmp_path, 1.0))
+    two = compare_arms([c1], [p])
+    assert session_decision(two, arms_run=2, max_arms=7) is Decision.ADD_CANDIDATE
+    three = compare_arms([c1, c2], [p])
+    assert session_decision(three, arms_run=3, max_arms=7) is Decision.ADD_PREVIOUS
+    assert session_decision(three, arms_run=7, max_arms=7) is Decision.FAIL_INCONCLUSIVE
+    slow = [read_arm(Path(x)) for x in _session(tmp_path / "slow", 1.2)]
+    ledger = read_ledger(Path(_ledger(tmp_path)))
+    decided = compare_arms([slow[0], slow[2]], [slow[1]], ledger=ledger)
+    assert session_decision(decided, arms_run=3, max_arms=7) is Decision.FAIL_SLOWER
+    level = compare_arms([c1, c2], [p], ledger=ledger)
+    assert session_decision(level, arms_run=3, max_arms=7) is Decision.PASS
