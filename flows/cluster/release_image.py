@@ -20,6 +20,11 @@ from flows.cluster.docker_client import DockerEndpoint, connect
 from flows.cluster.image import BuildRequest, BuiltImage, build_image
 from flows.cluster.image_progress import ImageProgress
 from flows.cluster.wheelhouse import engine_requirements, ensure_wheelhouse, host_spec
+from flows.errors import SpecError
+from flows.spec.cluster import Cluster, DockerRuntime
+from flows.spec.release import Release
+from flows.spec.render import placeholder_values
+from flows.spec.template import fill
 
 
 class ReleaseImage(BaseModel):
@@ -32,6 +37,27 @@ class ReleaseImage(BaseModel):
     lock_digest: str
     nodes: tuple[NodeImage, ...]
     seconds: dict[str, float]
+
+
+def docker_endpoints(cluster: Cluster, release: Release) -> list[DockerEndpoint]:
+    """Every node's daemon, head (the build node) first; SpecError unless the runtime is docker."""
+    if not isinstance(cluster.runtime, DockerRuntime):
+        raise SpecError(
+            f"cluster {cluster.name} runs ranks as {cluster.runtime.kind}es, not in Docker",
+            key="runtime.kind",
+            expected="docker",
+        )
+    nodes = sorted(cluster.nodes, key=lambda node: (not node.head, node.rank))
+    return [
+        DockerEndpoint(
+            node=node.name,
+            base_url=fill(
+                node.overrides.docker_daemon or cluster.runtime.daemon,
+                placeholder_values(cluster, release, node),
+            ),
+        )
+        for node in nodes
+    ]
 
 
 def build_release_image(
