@@ -12,7 +12,8 @@ from flows.bench.ledger import read_ledger
 from flows.bench.report import ArmReport, Point, Receipt, Sample, read_arm, write_arm
 from flows.cli import main
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "recipe-bench"
+# Copies of ../shared/data/recipe-bench: reports of the recipe's own `bin/spark bench`.
+DATA = Path(__file__).resolve().parent / "data" / "recipe-bench"
 
 
 def _arm(label: str, step_ms: list[float], tps: list[float]) -> ArmReport:
@@ -87,7 +88,6 @@ def test_two_arms_without_ledger_are_inconclusive_exit_3(tmp_path: Path) -> None
     assert main(["bench", "compare", c1, p]) == 3
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="recipe reports not available")
 def test_import_then_compare_recipe_reports(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

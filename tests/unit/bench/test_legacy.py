@@ -20,13 +20,12 @@ from flows.bench.report import ArmReport, read_arm, write_arm
 from flows.bench.stats import difference
 from flows.errors import BenchError
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "recipe-bench"
+# Copies of ../shared/data/recipe-bench: reports of the recipe's own `bin/spark bench`.
+DATA = Path(__file__).resolve().parent / "data" / "recipe-bench"
 R6D = DATA / "2026-10-10-karmic-kraken-r6d-tp4.json"
 R6 = DATA / "2026-10-05-karmic-kraken-r6-tp4.json"
 TP3 = DATA / "2026-10-05-r6-tp3-bench.json"
 R5P = DATA / "2026-10-05-karmic-kraken-r5p.json"
-
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"recipe reports not at {DATA}")
 
 
 @pytest.fixture(scope="module")
