@@ -118,7 +118,7 @@ class Group:
             return part
         seq = self.seq
         if self.rank != 0:
-            self.links[0].send(Msg.PARTIAL, seq, memoryview(part).cast("B"))
+            self._send(0, Msg.PARTIAL, seq, memoryview(part).cast("B"))
             got_seq, payload = self.expect(0, Msg.SUM)
             self._check_seq(0, got_seq, seq)
             total = np.frombuffer(payload, dtype=np.float32).reshape(part.shape).copy()
@@ -130,7 +130,7 @@ class Group:
                 total += np.frombuffer(payload, dtype=np.float32).reshape(part.shape)
             data = memoryview(total).cast("B")
             for peer in range(1, self.nnodes):
-                self.links[peer].send(Msg.SUM, seq, data)
+                self._send(peer, Msg.SUM, seq, data)
         self.seq += 1
         return total
 
@@ -143,7 +143,13 @@ class Group:
     def broadcast(self, kind: Msg, payload: bytes) -> None:
         """Rank 0 sends one frame to every worker."""
         for peer in range(1, self.nnodes):
-            self.links[peer].send(kind, self.seq, payload)
+            self._send(peer, kind, self.seq, payload)
+
+    def _send(self, peer: int, kind: Msg, seq: int, payload: bytes | memoryview) -> None:
+        try:
+            self.links[peer].send(kind, seq, payload)
+        except OSError as exc:
+            raise PeerFailureError(peer, f"send failed in phase {self.phase}: {exc}") from None
 
     def close(self) -> None:
         """Close every link."""

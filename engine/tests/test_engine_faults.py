@@ -114,3 +114,12 @@ def test_rank_stalled_while_serving_fails_a_collective_by_name(start_cluster: An
     assert failure["peer"] == 1
     assert failure["phase"] == "serve"
     assert failure["timeout_s"] == 2
+
+
+@pytest.mark.integration
+def test_rank_crashing_while_idle_is_named_by_the_head(start_cluster: Any) -> None:
+    cluster = start_cluster(env={"SPARKENGINE_FAULT_CRASH": "1@serve"})
+    cluster.wait_ready()
+    assert cluster.wait_exit(1, timeout=30) == 70
+    assert cluster.wait_exit(0, timeout=30) != 0  # noticed by its idle pings, no traffic needed
+    assert cluster.wait_event(0, "peer_failure")["peer"] == 1
