@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.table import Table
 
 from flows.bench.compare import Comparison, PointComparison
+from flows.bench.report import ArmReport
 from flows.bench.stats import Change, Described
 
 _STYLE = {"faster": "green", "level": "cyan", "slower": "bold red", "inconclusive": "yellow"}
@@ -119,6 +120,31 @@ def comparison_table(comparison: Comparison) -> Table:
     table.add_column("verdict")
     for r in comparison.points:
         table.add_row(*_row(r))
+    return table
+
+
+def arm_table(arm: ArmReport) -> Table:
+    """One arm: every point's gated metrics (mean, 95 % interval, n) and failures."""
+    table = Table(title=f"{arm.label}: {arm.suite} at {arm.url} ({arm.started_utc})")
+    for name in ("point", "metric", "mean", "±95%", "n", "median", "failed"):
+        table.add_column(name, justify="left" if name in ("point", "metric") else "right")
+    for name, point in arm.points.items():
+        failed = sum(not r.ok for s in point.samples for r in s.receipts)
+        for metric in point.gate:
+            summary = point.summary(metric)
+            if summary is None:
+                table.add_row(name, metric, "-", "-", "0", "-", str(failed))
+                continue
+            d = _decimals(metric)
+            table.add_row(
+                name,
+                metric,
+                f"{summary.mean:.{d}f}",
+                f"{summary.ci95_pct:.1f}%",
+                str(summary.n),
+                f"{summary.median:.{d}f}",
+                str(failed),
+            )
     return table
 
 

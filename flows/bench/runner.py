@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from flows import __version__
 from flows.bench import workloads as wl
-from flows.bench.client import RequestSpec, Scheduled, run_sharded
+from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
 from flows.bench.endpoint import Endpoint
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
@@ -52,6 +52,7 @@ class ArmContext:
     model: str
     prompts: PromptFactory
     log: Log
+    http: Client
     discarded: list[dict[str, JsonValue]] = field(default_factory=list)
     client: list[ClientStats] = field(default_factory=list)
     saturated: int = 0
@@ -68,15 +69,18 @@ class ArmContext:
         return RequestSpec(body=body)
 
     def send(self, items: list[Scheduled]) -> list[Receipt]:
-        """Send a batch (over client processes when it has several requests)."""
+        """Send a batch: on the arm's client, or over client processes for large batches."""
         processes = min(self.suite.client.processes, len(items))
-        receipts, stats = run_sharded(
-            self.endpoint.base_url,
-            items,
-            processes=processes,
-            timeout_s=self.suite.client.timeout_s,
-            api_key=self.endpoint.api_key,
-        )
+        if processes > 1:
+            receipts, stats = run_sharded(
+                self.endpoint.base_url,
+                items,
+                processes=processes,
+                timeout_s=self.suite.client.timeout_s,
+                api_key=self.endpoint.api_key,
+            )
+        else:
+            receipts, stats = self.http.run(items)
         self.client.append(stats)
         if client_saturated(stats):
             self.saturated += 1
@@ -318,12 +322,18 @@ def run_arm(
         seed=suite.seed,
         nonce=uuid.uuid4().hex[:12],
     )
-    ctx = ArmContext(endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log)
+    http = Client(endpoint.base_url, timeout_s=suite.client.timeout_s, api_key=endpoint.api_key)
+    ctx = ArmContext(
+        endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log, http=http
+    )
     points: dict[str, Point] = {}
-    for kind, name, planned in plan(ctx):
-        workload = next(w for w in suite.workloads if w.name == name)
-        log(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
-        points |= _run_workload(ctx, kind, planned, suite.samples_of(workload))
+    try:
+        for kind, name, planned in plan(ctx):
+            workload = next(w for w in suite.workloads if w.name == name)
+            log(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
+            points |= _run_workload(ctx, kind, planned, suite.samples_of(workload))
+    finally:
+        http.close()
     suite_json = suite.model_dump_json()
     return ArmReport(
         label=label,

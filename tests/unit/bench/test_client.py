@@ -17,7 +17,14 @@ from collections.abc import Iterator
 import pytest
 from aiohttp import web
 
-from flows.bench.client import Recorder, RequestSpec, Scheduled, run_batch, run_sharded
+from flows.bench.client import (
+    Client,
+    Recorder,
+    RequestSpec,
+    Scheduled,
+    run_batch,
+    run_sharded,
+)
 from flows.bench.report import Receipt
 
 
@@ -183,3 +190,16 @@ def test_sharded_run_keeps_receipts_in_order(server: str) -> None:
     assert stats.cpu_s > 0
     expected = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(6)]
     assert [r.output_sha256 for r in receipts] == expected
+
+
+def test_a_client_reuses_its_loop_and_connections_across_batches(server: str) -> None:
+    client = Client(server)
+    try:
+        first, stats = client.run([Scheduled(spec=RequestSpec(body={"prompt": "echo1"}))])
+        second, _ = client.run([Scheduled(spec=RequestSpec(body={"prompt": "echo2"}))] * 2)
+    finally:
+        client.close()
+    assert first[0].ok
+    assert [r.ok for r in second] == [True, True]
+    assert stats.processes == 1
+    assert stats.chunks >= 1
