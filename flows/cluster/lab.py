@@ -288,6 +288,15 @@ def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _pid_in(path: Path) -> int | None:
+    """The pid written in path, or None while it is missing or still being written."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def _accepts(address: str, port: int = 22) -> bool:
     with socket.socket() as probe:
         probe.settimeout(0.5)
@@ -343,8 +352,8 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
     log = host_dir / "sshd.log"
     _sh(["ip", "netns", "exec", name, str(sshd), "-f", str(config), "-E", str(log)])
     pid_file = host_dir / "sshd.pid"
-    _wait_for(pid_file.is_file, 10, f"sshd of {name} (see {log})")
-    record.host(host.model_copy(update={"sshd_pid": int(pid_file.read_text().strip())}))
+    _wait_for(lambda: _pid_in(pid_file) is not None, 10, f"sshd of {name} (see {log})")
+    record.host(host.model_copy(update={"sshd_pid": _pid_in(pid_file)}))
     return public_key
 
 
