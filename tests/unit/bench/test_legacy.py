@@ -17,7 +17,7 @@ from flows.bench.compare import compare_arms
 from flows.bench.legacy import import_recipe_report
 from flows.bench.render import recipe_line, recipe_text
 from flows.bench.report import ArmReport, read_arm, write_arm
-from flows.bench.stats import difference
+from flows.bench.stats import describe, difference
 from flows.errors import BenchError
 
 # Copies of ../shared/data/recipe-bench: reports of the recipe's own `bin/spark bench`.
@@ -159,3 +159,19 @@ def test_a_file_that_is_not_a_recipe_report_is_refused(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(BenchError, match="not JSON"):
         import_recipe_report(bad)
+
+
+@pytest.mark.parametrize("path", [R6D, R6, TP3], ids=lambda p: p.stem)
+def test_per_request_summaries_are_reproduced_from_the_kept_receipts(path: Path) -> None:
+    """per_stream_decode_tps and ttft_s summarize every request (receipts rounded to 4 dp)."""
+    arm = import_recipe_report(path)
+    for name, point in arm.points.items():
+        if point.workload != "decode":
+            continue
+        receipts = [r for s in point.samples for r in s.legacy_receipts]
+        for metric, field in (("per_stream_decode_tps", "decode_tps"), ("ttft_s", "ttft_s")):
+            values = [float(r[field]) for r in receipts if r[field] is not None]  # type: ignore[arg-type]
+            ours, stored = describe(values).rounded(), point.stored[metric]
+            assert ours.n == stored.n
+            assert ours.mean == pytest.approx(stored.mean, abs=0.0015), (name, metric)
+            assert ours.sd == pytest.approx(stored.sd, abs=0.0015), (name, metric)
