@@ -10,6 +10,7 @@ fault switch, in which case it compiles and is reported as a compile after freez
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 import time
@@ -106,7 +107,11 @@ class Registry:
         path = directory / f"{config.slug}.py"
         source = render_source(config)
         if not path.is_file() or path.read_text() != source:
-            path.write_text(source)  # rewriting only on change keeps numba's cache stamp valid
+            # rewrite only on change (keeps numba's cache stamp valid), atomically (ranks that
+            # share a directory never import a half-written file)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            partial.write_text(source)
+            partial.replace(path)
         name = f"sparkengine_{family.kind}_{config.slug}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
