@@ -8,6 +8,7 @@ and the server keeps running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -233,8 +234,9 @@ class Api:
         gen = Generation(parsed)
         if parsed.stream:
             return await self._stream(request, rid, gen, chat)
-        async for _ in self._tokens(rid, gen):
-            pass
+        async with contextlib.aclosing(self._tokens(rid, gen)) as tokens:
+            async for _ in tokens:
+                pass
         return web.json_response(self._final(rid, gen, chat))
 
     async def _tokens(self, rid: str, gen: Generation) -> AsyncIterator[None]:
@@ -299,9 +301,10 @@ class Api:
                 first["prompt_token_ids"] = gen.parsed.prompt
             await send([first])
         done = 0
-        async for _ in self._tokens(rid, gen):
-            outs, done = gen.outs[done:], len(gen.outs)
-            await send([self._delta(gen, outs, chat, first_chunk=done == len(outs))])
+        async with contextlib.aclosing(self._tokens(rid, gen)) as tokens:
+            async for _ in tokens:
+                outs, done = gen.outs[done:], len(gen.outs)
+                await send([self._delta(gen, outs, chat, first_chunk=done == len(outs))])
         if gen.parsed.include_usage:
             await send([], gen.usage())
         await response.write(b"data: [DONE]\n\n")

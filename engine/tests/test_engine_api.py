@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -183,3 +185,25 @@ def test_api_key_is_required_when_set(start_cluster: Any) -> None:
         denied.models.list()
     allowed = openai.OpenAI(base_url=cluster.url + "/v1", api_key="s3cret", max_retries=0)
     assert allowed.completions.create(model="sparkengine", prompt="x", max_tokens=2).choices
+
+
+def test_client_leaving_mid_stream_frees_its_slot(shared_cluster: Any) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", shared_cluster.port, timeout=30)
+    body = {"model": "sparkengine", "prompt": "x", "max_tokens": 4000, "stream": True}
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.readline().startswith(b"data: ")
+    conn.close()
+    deadline = time.monotonic() + 30
+    running = None
+    while time.monotonic() < deadline:
+        text = urllib.request.urlopen(shared_cluster.url + "/metrics", timeout=5).read().decode()
+        running = next(
+            line for line in text.splitlines() if line.startswith("sparkengine_requests_running ")
+        )
+        if running.endswith(" 0"):
+            break
+        time.sleep(0.2)
+    assert running is not None
+    assert running.endswith(" 0")
