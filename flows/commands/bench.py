@@ -93,6 +93,28 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     err_console.print(f"{len(arm.points)} points, {receipts} receipts{cost} -> {path}")
 
 
+@bench_app.command("show")
+def show_command(
+    arm: Annotated[Path, typer.Argument(help="arm.json, its folder, or a recipe bench.json")],
+) -> None:
+    """Print one arm's points: mean, 95 % interval and n of every gated metric."""
+    from flows.bench.render import arm_table  # noqa: PLC0415
+
+    report = _load_arm(arm)
+    err_console.print(arm_table(report))
+    client = report.client
+    if client is not None:
+        err_console.print(
+            f"client: {client.processes} process(es), {client.chunks} chunks, "
+            f"{client.cpu_s:.2f} s CPU in {client.wall_s:.1f} s, "
+            f"{client.cpu_us_per_chunk or 0:.0f} us CPU/chunk, parse lag p99 "
+            f"{client.parse_lag_p99_ms or 0:.2f} ms, "
+            f"loop lag p99 {client.loop_lag_p99_ms or 0:.1f} ms"
+        )
+    if report.discarded:
+        err_console.print(f"{len(report.discarded)} sample(s) repeated for foreign traffic")
+
+
 @bench_app.command("import")
 def import_command(
     report: Annotated[Path, typer.Argument(help="a recipe `bin/spark bench` bench.json")],
