@@ -174,7 +174,10 @@ def plot_changes(comparison: Comparison, path: Path) -> Path:
     ax.axvspan(-tol, tol, color="grey", alpha=0.15, label=f"±{tol:g}% tolerance")
     ax.set_yticks(range(len(rows)), [f"{r.point} {r.metric}" for r in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("candidate change, % (95% interval)")
+    ax.set_xlabel("candidate change, % (95% interval: arm-level where decided, else Welch)")
+    ax.set_title(
+        f"{', '.join(comparison.new)} vs {', '.join(comparison.old)}", fontsize=9, loc="left"
+    )
     ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
