@@ -185,7 +185,10 @@ def _serve_head(
         api_key=opts.api_key,
     )
     engine.start()
-    asyncio.run(_run_http(api, opts, engine, started))
+    try:
+        asyncio.run(_run_http(api, opts, engine, started))
+    except OSError as exc:  # e.g. the HTTP port is taken: a named record, not a traceback
+        fail(exc)
     return 0
 
 

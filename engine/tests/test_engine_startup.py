@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,11 @@ def test_corrupt_model_is_a_named_error_and_a_non_zero_exit(
     cluster = start_cluster(nnodes=1, model=bad)
     assert cluster.wait_exit(0) != 0
     assert cluster.wait_event(0, "fatal")["error"] == "ModelError"
+
+
+def test_taken_http_port_is_a_named_failure(start_cluster: Any) -> None:
+    cluster = start_cluster(nnodes=1)
+    with socket.create_server(("127.0.0.1", cluster.port)):  # taken before rank 0 gets there
+        assert cluster.wait_exit(0, timeout=120) != 0
+    assert cluster.wait_event(0, "fatal")["error"] == "OSError"
+    assert not cluster.named(0, "ready")
