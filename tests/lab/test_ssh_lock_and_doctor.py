@@ -14,6 +14,7 @@ from .conftest import Lab
 pytestmark = pytest.mark.lab
 
 
+@pytest.mark.slow
 def test_lock_contention_over_ssh(lab: Lab) -> None:
     settings = lock_settings(lab.cluster)
     head = lab.cluster.head
@@ -33,6 +34,7 @@ def test_lock_contention_over_ssh(lab: Lab) -> None:
         second.close()
 
 
+@pytest.mark.slow
 def test_doctor_over_ssh_and_with_a_cut_link(lab: Lab) -> None:
     with TransportPool(lab.cluster) as pool:
         report = run_preflight(lab.cluster, lambda node: pool.node(node.name))

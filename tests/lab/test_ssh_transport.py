@@ -178,6 +178,7 @@ def test_ssh_config_is_honoured(lab: Lab, tmp_path: Path) -> None:
     assert lab.state.hosts[1].address in result.stdout
 
 
+@pytest.mark.slow
 def test_cut_link_fails_clearly_within_the_timeout(lab: Lab) -> None:
     transport = lab.transport(2, connect_timeout_s=2, connect_attempts=2, retry_backoff_s=0.2)
     try:
