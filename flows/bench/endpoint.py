@@ -91,6 +91,12 @@ class Endpoint:
         values = parse_prometheus(self._request(self.metrics_path).decode())
         return {key: values[name] for key, name in names.items() if name in values}
 
+    def missing_metrics(self) -> list[str]:
+        """Mapped metrics the server does not export (their checks are then off)."""
+        names = self.metric_names or DEFAULT_METRICS
+        found = self.metrics()
+        return [key for key in names if key not in found]
+
     def wait_idle(self, timeout_s: float, poll_s: float = 0.05) -> dict[str, float]:
         """Wait until running = waiting = 0 and return that snapshot.
 

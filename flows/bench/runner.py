@@ -317,6 +317,10 @@ def run_arm(
     if not models:
         raise BenchError(f"{endpoint.base_url}: serves no model")
     model = models[0]
+    missing = endpoint.missing_metrics()
+    if missing:
+        log(f"warning: {endpoint.base_url} does not export {', '.join(missing)}: "
+            "the idle and foreign-traffic checks that need them are off")  # fmt: skip
     prompts = PromptFactory(
         tokenize=lambda text: endpoint.tokenize(text, model),
         seed=suite.seed,
@@ -350,6 +354,7 @@ def run_arm(
             "suite_sha256": hashlib.sha256(suite_json.encode()).hexdigest(),
             "prompt_nonce": prompts.nonce,
             "client_saturated_batches": ctx.saturated,
+            "metrics_missing": list(missing),
         },
         workload=suite.model_dump(mode="json"),
         points=points,

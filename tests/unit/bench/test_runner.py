@@ -192,3 +192,15 @@ def test_bench_run_cli_refuses_a_bad_suite_with_exit_2(
     code = main(["bench", "run", "http://127.0.0.1:9", "--suite", str(bad), "--out", str(tmp_path)])
     assert code == 2
     assert "bad.yaml:3: workloads" in capsys.readouterr().err
+
+
+def test_missing_metrics_are_reported(engine: tuple[FakeEngine, str]) -> None:
+    _, url = engine
+    names = {**NAMES, "waiting": "not_exported_waiting"}
+    suite = Suite.model_validate(
+        {**SUITE, "warmup": 0, "samples": 1, "workloads": SUITE["workloads"][:1]}
+    )
+    lines: list[str] = []
+    arm = run_arm(Endpoint(url, metric_names=names), suite, label="c1", log=lines.append)
+    assert arm.identity["metrics_missing"] == ["waiting"]
+    assert any("does not export waiting" in line for line in lines)
