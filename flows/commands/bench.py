@@ -61,7 +61,7 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     ] = None,
 ) -> None:
     """Run one arm of a suite against a live endpoint and write its receipts."""
-    from flows.bench.endpoint import Endpoint  # noqa: PLC0415
+    from flows.bench.endpoint import DEFAULT_METRICS, Endpoint  # noqa: PLC0415
     from flows.bench.report import write_arm  # noqa: PLC0415
     from flows.bench.runner import run_arm  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
@@ -75,9 +75,8 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
 
         profile = load_model(engine, EngineProfile).metrics
         metrics_path = profile.path
-        names = {
-            k: v for k, v in profile.model_dump(exclude={"path"}).items() if isinstance(v, str)
-        }
+        wanted = profile.model_dump(exclude={"path"})
+        names = {k: wanted[k] for k in DEFAULT_METRICS if isinstance(wanted.get(k), str)}
     endpoint = Endpoint(url, api_key=api_key, metric_names=names, metrics_path=metrics_path)
     arm = run_arm(
         endpoint, spec, label=label, log=lambda line: err_console.print(line, markup=False)

@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from flows.bench.endpoint import Endpoint
+from flows.bench.report import read_arm
 from flows.bench.runner import run_arm
 from flows.cli import main
 from flows.errors import BenchError
@@ -204,3 +205,28 @@ def test_missing_metrics_are_reported(engine: tuple[FakeEngine, str]) -> None:
     arm = run_arm(Endpoint(url, metric_names=names), suite, label="c1", log=lines.append)
     assert arm.identity["metrics_missing"] == ["waiting"]
     assert any("does not export waiting" in line for line in lines)
+
+
+def test_bench_run_cli_takes_metric_names_from_an_engine_profile(
+    engine: tuple[FakeEngine, str], tmp_path: Path
+) -> None:
+    _, url = engine
+    root = Path(__file__).resolve().parents[3]
+    profile = tmp_path / "fake-engine.yaml"
+    profile.write_text(
+        f"extends: {root / 'config/engines/sparkengine.yaml'}\n"
+        "set:\n  metrics:\n" + "".join(f"    {key}: {name}\n" for key, name in NAMES.items())
+    )
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "kind: suite\nname: t\nsamples: 1\nwarmup: 0\nworkloads:\n"
+        "  - {kind: prefill, name: prefill, depths: [32]}\n"
+    )
+    out = tmp_path / "arm"
+    code = main(
+        ["bench", "run", url, "--suite", str(suite), "--out", str(out), "--engine", str(profile)]
+    )
+    assert code == 0
+    arm = read_arm(out)
+    assert arm.identity["metrics_missing"] == []
+    assert arm.points["prefill/32"].samples[0].metrics["prefill_tps"] > 0
