@@ -85,8 +85,8 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     receipts = sum(len(s.receipts) for p in arm.points.values() for s in p.samples)
     client = arm.client
     cost = (
-        f"; client {client.cpu_us_per_chunk:.0f} us/chunk"
-        if client and client.cpu_us_per_chunk
+        f"; client {client.cpu_s:.2f} s CPU over {client.wall_s:.1f} s, {client.chunks} chunks"
+        if client
         else ""
     )
     err_console.print(f"{len(arm.points)} points, {receipts} receipts{cost} -> {path}")
