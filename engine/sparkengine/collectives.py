@@ -36,6 +36,7 @@ class Msg(enum.IntEnum):
     PING = 8
     STOP = 9
     CONTROL = 10
+    REJECT = 11
 
 
 class Link:

@@ -36,6 +36,7 @@ class LocalCluster:
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
         rank_env: dict[int, dict[str, str]] | None = None,
+        rank_args: dict[int, list[str]] | None = None,
     ) -> None:
         self.nnodes = nnodes
         self.port = free_port()
@@ -52,6 +53,7 @@ class LocalCluster:
                 "--cache", f"kernels={cache_root / str(rank) / 'kernels'}",
                 "--cache", f"jit={cache_root / str(rank) / 'jit'}",
                 *(args or []),
+                *(rank_args or {}).get(rank, []),
             ]  # fmt: skip
             full_env = {**os.environ, **(env or {}), **(rank_env or {}).get(rank, {})}
             proc = subprocess.Popen(

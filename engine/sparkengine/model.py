@@ -75,6 +75,12 @@ def make_model(out: Path, seed: int = 0, size: str = "tiny", max_context: int = 
     return out
 
 
+def manifest_digest(model_dir: Path) -> str:
+    """SHA-256 of the manifest: one short name for the whole model (\"missing\" if absent)."""
+    manifest = model_dir / MANIFEST
+    return _sha256(manifest) if manifest.is_file() else "missing"
+
+
 def verify_manifest(model_dir: Path) -> None:
     """Check every file listed in the manifest; a missing or altered file is a ModelError."""
     manifest = model_dir / MANIFEST
@@ -144,12 +150,11 @@ def load_shard(model_dir: Path, shard: Shard) -> ShardWeights:
                 w_down=_c(w[p + "w_down"][fcols, :]),
             )
         )
-    digest = (model_dir / MANIFEST).read_text().split()[0]
     return ShardWeights(
         config=config,
         embed=_c(w["embed"]),
         layers=tuple(layers),
         final_norm=_c(w["final_norm"]),
         lm_head=_c(w["lm_head"]),
-        digest=digest,
+        digest=manifest_digest(model_dir),
     )

@@ -28,7 +28,7 @@ from sparkengine.forward import Forward
 from sparkengine.kernels import families
 from sparkengine.kernels.registry import Registry
 from sparkengine.metrics import Metrics
-from sparkengine.model import CONFIG, load_shard
+from sparkengine.model import CONFIG, load_shard, manifest_digest
 from sparkengine.prefix_cache import BlockPool
 from sparkengine.scheduler import Scheduler
 from sparkengine.startup import HeadListener, Progress, WorkerLink
@@ -66,13 +66,15 @@ def serve(opts: ServeOptions) -> int:
     try:
         faults = Faults.from_env()
         progress = Progress()
+        digest = manifest_digest(opts.model)
         listener = worker = None
         if opts.rank == 0:
-            listener = HeadListener(opts.head_host, opts.head_port, opts.nnodes, progress)
-        else:
-            worker = WorkerLink(
-                opts.head_host, opts.head_port, opts.rank, progress, opts.join_timeout
+            listener = HeadListener(
+                opts.head_host, opts.head_port, opts.nnodes, progress, model_digest=digest
             )
+        else:
+            hello = {"rank": opts.rank, "nnodes": opts.nnodes, "model_digest": digest}
+            worker = WorkerLink(opts.head_host, opts.head_port, hello, progress, opts.join_timeout)
         metrics = Metrics()
         forward = _load_and_prepare(opts, faults, progress, metrics)
         progress.set("rendezvous")

@@ -104,8 +104,11 @@ class Heartbeats:
 class HeadListener:
     """Rank 0's side: accept workers, track their heartbeats, run the rendezvous."""
 
-    def __init__(self, host: str, port: int, nnodes: int, progress: Progress) -> None:
+    def __init__(
+        self, host: str, port: int, nnodes: int, progress: Progress, model_digest: str
+    ) -> None:
         self.nnodes = nnodes
+        self.model_digest = model_digest
         self.peers = {r: PeerState() for r in range(1, nnodes)}
         self.heartbeats = Heartbeats(progress)
         self._lock = threading.Lock()
@@ -135,6 +138,13 @@ class HeadListener:
             return
         link.peer = rank
         state = self.peers[rank]
+        mismatch = _mismatch(hello, self.nnodes, self.model_digest)
+        if mismatch:
+            with self._lock:
+                state.failure = mismatch
+            link.send_json(Msg.REJECT, {"reason": mismatch})
+            link.close()
+            return
         with self._lock:
             state.link = link
             state.update({"phase": "connected", "done": 0})
@@ -188,6 +198,15 @@ class HeadListener:
         return Group(0, self.nnodes, links, ack_timeout)
 
 
+def _mismatch(hello: dict[str, object], nnodes: int, digest: str) -> str | None:
+    """Why a worker cannot join this deployment, if it cannot."""
+    if hello.get("nnodes") != nnodes:
+        return f"started with --nnodes {hello.get('nnodes')}, rank 0 with {nnodes}"
+    if hello.get("model_digest") != digest:
+        return f"model digest {hello.get('model_digest')} differs from rank 0's {digest}"
+    return None
+
+
 def _check_peers(
     peers: dict[int, PeerState], stall_timeout: float, join_timeout: float, started: float
 ) -> None:
@@ -207,10 +226,17 @@ def _check_peers(
 class WorkerLink:
     """A worker's side: connect to rank 0, beat, then wait in the rendezvous for GO."""
 
-    def __init__(self, host: str, port: int, rank: int, progress: Progress, join_timeout: float):
-        self.rank = rank
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        hello: dict[str, object],
+        progress: Progress,
+        join_timeout: float,
+    ) -> None:
+        self.rank = int(hello["rank"])  # type: ignore[call-overload]
         self.link = _connect_retrying(host, port, join_timeout)
-        self.link.send_json(Msg.HELLO, {"rank": rank})
+        self.link.send_json(Msg.HELLO, hello)
         self.heartbeats = Heartbeats(progress)
         self.heartbeats.add(self.link)
         self.heartbeats.start()
@@ -228,6 +254,8 @@ class WorkerLink:
                 raise PeerFailureError(0, f"died in phase {head.phase} ({exc})") from None
             if kind == Msg.GO:
                 break
+            if kind == Msg.REJECT:
+                raise EngineError("rank 0 refused this rank: " + json.loads(payload)["reason"])
             if kind == Msg.HEARTBEAT:
                 head.update(json.loads(payload))
             stalled = time.monotonic() - head.last_advance > stall_timeout

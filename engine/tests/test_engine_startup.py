@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from sparkengine.errors import ModelError
-from sparkengine.model import WEIGHTS, verify_manifest
+from sparkengine.model import WEIGHTS, make_model, verify_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -118,3 +118,14 @@ def test_taken_http_port_is_a_named_failure(start_cluster: Any) -> None:
         assert cluster.wait_exit(0, timeout=120) != 0
     assert cluster.wait_event(0, "fatal")["error"] == "OSError"
     assert not cluster.named(0, "ready")
+
+
+def test_rank_with_another_model_is_refused_by_name(start_cluster: Any, tmp_path: Path) -> None:
+    other = make_model(tmp_path / "other-model", seed=999)
+    cluster = start_cluster(rank_args={1: ["--model", str(other)]})
+    assert cluster.wait_exit(0, timeout=120) != 0
+    failure = cluster.wait_event(0, "peer_failure")
+    assert failure["peer"] == 1
+    assert "model digest" in failure["reason"]
+    assert cluster.wait_exit(1, timeout=60) != 0
+    assert "refused" in cluster.wait_event(1, "fatal")["message"]
