@@ -72,10 +72,10 @@ class Endpoint:
         except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
             raise BenchError(f"{self.base_url}{path}: {error}") from error
 
-    def models(self) -> list[str]:
-        """Served model ids (GET /v1/models)."""
+    def models(self) -> dict[str, int | None]:
+        """Served model ids and their context length when the server says (GET /v1/models)."""
         data = json.loads(self._request("/v1/models"))
-        return [str(m["id"]) for m in data.get("data", [])]
+        return {str(m["id"]): m.get("max_model_len") for m in data.get("data", [])}
 
     def tokenize(self, text: str, model: str | None = None) -> list[int]:
         """Token ids of `text` by the server's own tokenizer (POST /tokenize)."""

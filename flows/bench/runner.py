@@ -304,6 +304,30 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def _longest(workload: object) -> int:
+    """The most tokens one request of a workload needs (prompt + output)."""
+    prompts = [getattr(workload, "prompt_tokens", 0)]
+    prompts += list(getattr(workload, "depths", [])) + list(getattr(workload, "context", []))
+    return max(prompts) + int(getattr(workload, "max_tokens", 0))
+
+
+def check_context(suite: Suite, max_model_len: int | None) -> None:
+    """Refuse a suite whose requests cannot fit the served context, before measuring anything.
+
+    Raises:
+        BenchError: naming the first workload that does not fit.
+    """
+    if max_model_len is None:
+        return
+    for workload in suite.workloads:
+        need = _longest(workload)
+        if need > max_model_len:
+            raise BenchError(
+                f"suite {suite.name}: workload {workload.name} needs {need} tokens per request; "
+                f"the served context is {max_model_len}"
+            )
+
+
 def run_arm(
     endpoint: Endpoint, suite: Suite, *, label: str, log: Log = lambda _: None
 ) -> ArmReport:
@@ -313,10 +337,11 @@ def run_arm(
         BenchError: if the endpoint serves no model or a sample cannot be taken cleanly.
     """
     started = _now()
-    models = [suite.model] if suite.model else endpoint.models()
-    if not models:
+    served = endpoint.models()
+    model = suite.model or next(iter(served), None)
+    if model is None:
         raise BenchError(f"{endpoint.base_url}: serves no model")
-    model = models[0]
+    check_context(suite, served.get(model))
     missing = endpoint.missing_metrics()
     if missing:
         log(f"warning: {endpoint.base_url} does not export {', '.join(missing)}: "

@@ -36,9 +36,10 @@ class FakeEngine:
         self.counters = {"fake_prompt_total": 0, "fake_generation_total": 0}
         self.foreign_once = 0
         self.running = 0
+        self.max_len: int | None = None
 
     async def models(self, _: web.Request) -> web.Response:
-        return web.json_response({"data": [{"id": "fake"}]})
+        return web.json_response({"data": [{"id": "fake", "max_model_len": self.max_len}]})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -230,3 +231,13 @@ def test_bench_run_cli_takes_metric_names_from_an_engine_profile(
     arm = read_arm(out)
     assert arm.identity["metrics_missing"] == []
     assert arm.points["prefill/32"].samples[0].metrics["prefill_tps"] > 0
+
+
+def test_a_suite_that_does_not_fit_the_served_context_is_refused_first(
+    engine: tuple[FakeEngine, str],
+) -> None:
+    fake, url = engine
+    fake.max_len = 100  # prefill depth 128 cannot fit
+    with pytest.raises(BenchError, match="workload prefill needs 129 tokens"):
+        run_arm(Endpoint(url, metric_names=NAMES), Suite.model_validate(SUITE), label="c1")
+    assert fake.prompts == []  # nothing was sent
