@@ -59,6 +59,7 @@ def together(url: str, stagger: float = 0.0, long_prompt: bool = False) -> list[
     return results
 
 
+@pytest.mark.slow
 def test_outputs_are_identical_in_every_scenario(shared_cluster: Any) -> None:
     url = shared_cluster.url
     baseline = alone(url)
@@ -78,6 +79,7 @@ def test_outputs_are_identical_in_every_scenario(shared_cluster: Any) -> None:
     assert "sparkengine_compiles_after_freeze_total 0" in metrics
 
 
+@pytest.mark.slow
 def test_fused_mlp_and_a_restart_give_the_same_bits(
     shared_cluster: Any, start_cluster: Any
 ) -> None:

@@ -48,6 +48,7 @@ def test_cold_boot_compiles_everything_and_nothing_after_freeze(start_cluster: A
     assert not cold.named(0, "compile_after_freeze")
 
 
+@pytest.mark.slow
 def test_one_ranks_kernel_cache_empty_only_that_rank_compiles(start_cluster: Any) -> None:
     cluster = start_cluster(empty=frozenset({(1, "kernels")}))
     cluster.wait_ready()
@@ -56,6 +57,7 @@ def test_one_ranks_kernel_cache_empty_only_that_rank_compiles(start_cluster: Any
     assert 0 < worker["compiled"] < worker["kernels"]  # its jit cache stayed warm
 
 
+@pytest.mark.slow
 def test_slow_but_live_rank_still_boots(start_cluster: Any) -> None:
     cluster = start_cluster(
         env={"SPARKENGINE_FAULT_PREPARE_DELAY": "1:4"}, args=["--stall-timeout", "3"]
