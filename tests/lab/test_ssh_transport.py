@@ -117,6 +117,24 @@ def test_one_connection_is_shared_by_threads(lab: Lab) -> None:
     assert sorted(outputs, key=int) == [str(i) for i in range(8)]
 
 
+def test_a_timed_out_command_does_not_keep_running_on_the_node(lab: Lab) -> None:
+    transport = lab.transport(1)
+    marker = "sg-timeout-marker"
+    try:
+        with pytest.raises(TransportError, match=r"timed out after 1 s"):
+            transport.run(["sh", "-c", f"sleep 60; echo {marker}", marker], timeout=1)
+        deadline = time.monotonic() + 15
+        pattern = f"[s]leep 60; echo {marker}"  # [s] keeps pgrep from matching its own wrapper
+        while time.monotonic() < deadline:
+            left = transport.run(["pgrep", "-f", pattern])
+            if left.rc == 1:
+                break
+            time.sleep(0.2)
+        assert left.rc == 1, left.stdout
+    finally:
+        transport.close()
+
+
 def test_unknown_host_key_is_refused(lab: Lab, tmp_path: Path) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 DEFAULT_SSH_CONFIG = Path("~/.ssh/config")
+REMOTE_SLACK_S = 1.0
+REMOTE_KILL_AFTER_S = 2
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
 
@@ -313,9 +315,14 @@ class SshTransport:
         cwd: str | None = None,
         check: bool = False,
     ) -> CommandResult:
-        """Run argv on the node (quoted, never shell-interpreted) and wait for it."""
-        text = shell_command(argv, env=env, cwd=cwd)
+        """Run argv on the node (quoted, never shell-interpreted) and wait for it.
+
+        The client gives up after the timeout; coreutils `timeout` on the node ends the command
+        shortly after, so nothing keeps running there once the caller was told it failed.
+        """
         limit = self.settings.command_timeout_s if timeout is None else timeout
+        guard = ["timeout", "-k", str(REMOTE_KILL_AFTER_S), f"{limit + REMOTE_SLACK_S:g}"]
+        text = shell_command([*guard, *argv], env=env, cwd=cwd)
         rc, out, err, duration = self._exec(text, limit, argv[0])
         result = CommandResult(
             node=self.node, argv=tuple(argv), rc=rc, stdout=out, stderr=err, duration=duration
