@@ -15,11 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 from typing import Literal
 
-import docker
 from docker.errors import DockerException
 from pydantic import BaseModel, ConfigDict, Field
 from requests.exceptions import RequestException
 
+from flows.cluster.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError, HostKeyError, TransportError
 from flows.spec.cluster import Cluster, DockerRuntime, Node, PreflightCheck
@@ -287,8 +287,8 @@ def _clock(transport: Transport) -> tuple[float, float]:
     return float(done.stdout.strip()) - (before + after) / 2, (after - before) / 2
 
 
-def _docker_version(url: str) -> str:
-    client = docker.DockerClient(base_url=url, timeout=int(_FACT_TIMEOUT_S))
+def _docker_version(node: str, url: str) -> str:
+    client = connect(DockerEndpoint(node=node, base_url=url), timeout=int(_FACT_TIMEOUT_S))
     try:
         return str(client.version()["Version"])
     finally:
@@ -352,9 +352,11 @@ def _runtime_facts(
         template = node.overrides.docker_daemon or runtime.daemon
         url = fill(template, values)
         try:
-            return {"docker_version": _docker_version(url)}
+            return {"docker_version": _docker_version(node.name, url)}
+        except TransportError as failure:
+            return {"docker_error": str(failure)}
         except (DockerException, RequestException, OSError, KeyError) as failure:
-            return {"docker_error": f"docker daemon {url} unreachable: {failure}"}
+            return {"docker_error": f"docker daemon {url}: {failure}"}
     try:
         done = transport.run([values["python"], "--version"], timeout=_FACT_TIMEOUT_S)
     except TransportError as failure:
