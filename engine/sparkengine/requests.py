@@ -149,12 +149,15 @@ def parse(
         raise RequestError("'temperature' must be between 0 and 2", "temperature")
     if not 0.0 < top_p <= 1.0:
         raise RequestError("'top_p' must be in (0, 1]", "top_p")
+    seed = _opt(body, "seed", "int", None)
+    if seed is not None and seed < 0:
+        raise RequestError("'seed' must be a non-negative integer", "seed")
     stream_options = _opt(body, "stream_options", "dict", {})
     params = SamplingParams(
         max_tokens=max_tokens,
         temperature=temperature,
         top_p=top_p,
-        seed=_opt(body, "seed", "int", None),
+        seed=seed,
         ignore_eos=_opt(body, "ignore_eos", "bool", False),
         logprobs=_logprobs(body, chat),
     )

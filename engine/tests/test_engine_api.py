@@ -135,6 +135,11 @@ def test_tokenize_gives_exact_counts(shared_cluster: Any) -> None:
         ({"model": "sparkengine", "prompt": "x", "temperature": "hot"}, "temperature"),
         ({"model": "sparkengine", "prompt": "x", "logprobs": 99}, "logprobs"),
         ({"model": "sparkengine", "prompt": "x", "stream": "yes"}, "stream"),
+        ({"model": "sparkengine", "prompt": "x", "seed": -1}, "seed"),
+        ({"model": "sparkengine", "prompt": "x", "top_p": 0}, "top_p"),
+        ({"model": "sparkengine", "prompt": "x", "n": 2}, "n"),
+        ({"model": "sparkengine", "prompt": "x", "stop": [""]}, "stop"),
+        ({"model": "sparkengine", "prompt": "x", "max_tokens": 8191}, "max_tokens"),
         ([1, 2, 3], None),
     ],
 )
