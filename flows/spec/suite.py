@@ -92,6 +92,12 @@ class Client(SpecModel):
     """The load generator's settings."""
 
     processes: int = Field(default=1, ge=1, le=64, description="Client processes per batch.")
+    max_processes: int = Field(
+        default=4, ge=1, le=64, description="Most processes when a saturated client is scaled out."
+    )
+    max_cpu_share: float = Field(
+        default=0.5, ge=0, le=1, description="CPU share of a process above which it is saturated."
+    )
     timeout_s: float = Field(default=600.0, gt=0, description="Longest silence on a stream.")
 
 

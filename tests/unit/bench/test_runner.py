@@ -241,3 +241,27 @@ def test_a_suite_that_does_not_fit_the_served_context_is_refused_first(
     with pytest.raises(BenchError, match="workload prefill needs 129 tokens"):
         run_arm(Endpoint(url, metric_names=NAMES), Suite.model_validate(SUITE), label="c1")
     assert fake.prompts == []  # nothing was sent
+
+
+def test_a_cpu_bound_client_is_scaled_out_and_the_sample_repeated(
+    engine: tuple[FakeEngine, str],
+) -> None:
+    _, url = engine
+    suite = Suite.model_validate(
+        {
+            **SUITE,
+            "warmup": 0,
+            "samples": 1,
+            "client": {"max_cpu_share": 0.0, "max_processes": 2},  # any CPU counts as saturated
+            "workloads": [SUITE["workloads"][1] | {"concurrency": [2]}],
+        }
+    )
+    arm = run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1")
+    assert arm.discarded == [
+        {"point": "streams/c2", "sample": "streams/c2/s0", "attempt": 1, "client_saturated": True}
+    ]
+    sample = arm.points["streams/c2"].samples[0]
+    assert sample.attempts == 2
+    assert all(r.ok for r in sample.receipts)
+    assert arm.client is not None
+    assert arm.client.processes == 2
