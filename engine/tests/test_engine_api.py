@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import random
 import time
 import urllib.error
 import urllib.request
@@ -13,6 +14,8 @@ from typing import Any
 
 import openai
 import pytest
+from sparkengine.errors import RequestError
+from sparkengine.requests import parse
 
 pytestmark = pytest.mark.integration
 
@@ -212,3 +215,24 @@ def test_client_leaving_mid_stream_frees_its_slot(shared_cluster: Any) -> None:
         time.sleep(0.2)
     assert running is not None
     assert running.endswith(" 0")
+
+
+def test_request_parser_only_ever_raises_request_errors() -> None:
+    """Fuzz: any JSON-shaped body is either accepted or a RequestError (a 400), nothing else."""
+    values: list[Any] = [None, True, False, 0, -1, 1, 2.5, -0.5, 10**30, "", "x", "sparkengine"]
+    values += [[], [1, 2], ["a"], [[1]], {}, {"include_usage": True}, [{"role": "user"}]]
+    values += [[{"role": "user", "content": "hi"}], [{"role": 1, "content": [{"text": 2}]}]]
+    keys = ["model", "prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "stop"]
+    keys += ["n", "stream", "stream_options", "logprobs", "top_logprobs", "ignore_eos", "echo"]
+    rng = random.Random(0)
+    accepted = 0
+    for _ in range(3000):
+        body = {k: rng.choice(values) for k in rng.sample(keys, rng.randint(0, len(keys)))}
+        body.setdefault("model", "sparkengine")
+        for chat in (False, True):
+            try:
+                parse(body, chat=chat, model_names=("sparkengine",), vocab=100, max_context=64)
+                accepted += 1
+            except RequestError:
+                pass
+    assert accepted > 0
