@@ -96,6 +96,25 @@ def test_background_process_lives_in_its_own_group_and_is_killed(lab: Lab, tmp_p
     assert log.read_text() == "started 2\n"
 
 
+def test_a_timeout_does_not_break_commands_running_beside_it(lab: Lab) -> None:
+    transport = lab.transport(0)
+    try:
+        transport.run(["true"])
+        results: list[str] = []
+        beside = threading.Thread(
+            target=lambda: results.append(
+                transport.run(["sh", "-c", "sleep 2; echo done"], check=True).stdout
+            )
+        )
+        beside.start()
+        with pytest.raises(TransportError, match="timed out"):
+            transport.run(["sleep", "10"], timeout=0.5)
+        beside.join()
+        assert results == ["done\n"]
+    finally:
+        transport.close()
+
+
 def test_one_connection_is_shared_by_threads(lab: Lab) -> None:
     transport = lab.transport(0)
     outputs: list[str] = []

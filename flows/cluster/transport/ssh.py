@@ -284,8 +284,7 @@ class SshTransport:
                 if channel.exit_status_ready() and not moved:
                     _drain(channel, out, err)
                     break
-                if time.monotonic() > deadline:
-                    self.close()
+                if time.monotonic() > deadline:  # the connection stays: others may use it
                     raise TransportError(
                         f"{self.node}: `{label}` timed out after {timeout:g} s (on {self._where()})"
                     )
