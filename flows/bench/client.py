@@ -187,12 +187,14 @@ async def send(
 ) -> Receipt:
     """Send one streamed request and return its receipt (failures included)."""
     clock = recorder.clock
+    payload = orjson.dumps(spec.payload())  # before the stamp: a 1M-token prompt takes a while
+    headers = {"Content-Type": "application/json", **(headers or {})}
     sent = clock()
     stream = _Stream(sent=sent)
     status: int | None = None
     try:
         async with session.post(
-            base_url.rstrip("/") + spec.path, json=spec.payload(), headers=headers
+            base_url.rstrip("/") + spec.path, data=payload, headers=headers
         ) as response:
             status = response.status
             if status != 200:
