@@ -4,7 +4,9 @@ For each point: warm-up samples are discarded, then samples run in seeded shuffl
 slow drift spreads over all points). Before each sample the engine must be idle; token counters
 are read before and after (after waiting for idle again), and a sample whose counters grew by
 more than its own requests saw foreign traffic: it is logged and repeated with fresh prompts.
-A failed request keeps its receipt; the sample then has no metric values.
+A sample whose client was CPU-bound is repeated with more client processes. A failed request
+keeps its receipt; the sample then has no metric values. Nothing is sent before the suite is
+checked against the served context length.
 """
 
 from __future__ import annotations
