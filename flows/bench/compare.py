@@ -70,6 +70,9 @@ class Comparison(BaseModel):
     missing: list[str] = Field(
         description="previous-release points or metrics the candidate did not measure"
     )
+    not_compared: list[str] = Field(
+        description="previous-release points of workloads the candidate's suite does not run"
+    )
     failed_requests: dict[str, int] = Field(
         description="candidate points with failed requests, and how many (over its arms)"
     )
@@ -136,7 +139,12 @@ def compare_arms(
     ordered = session_order(new, old)
     rows = []
     unmatched = [name for name in new[0].points if name not in old[0].points]
-    missing = [name for name in old[0].points if name not in new[0].points]
+    # A point of a workload the candidate ran but did not measure is lost; a workload it never
+    # ran (another suite, another tool's report) is only reported as not compared.
+    ran = {name.partition("/")[0] for name in new[0].points}
+    absent = [name for name in old[0].points if name not in new[0].points]
+    missing = [name for name in absent if name.partition("/")[0] in ran]
+    not_compared = [name for name in absent if name.partition("/")[0] not in ran]
     for name, point in new[0].points.items():
         reference = old[0].points.get(name)
         if reference is None:
@@ -182,6 +190,7 @@ def compare_arms(
         points=rows,
         unmatched=unmatched,
         missing=missing,
+        not_compared=not_compared,
         failed_requests=_failed_requests(new),
     )
 

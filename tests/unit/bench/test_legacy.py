@@ -175,3 +175,21 @@ def test_per_request_summaries_are_reproduced_from_the_kept_receipts(path: Path)
             assert ours.n == stored.n
             assert ours.mean == pytest.approx(stored.mean, abs=0.0015), (name, metric)
             assert ours.sd == pytest.approx(stored.sd, abs=0.0015), (name, metric)
+
+
+def test_workloads_the_candidate_never_ran_are_not_lost(r6d: ArmReport, r6: ArmReport) -> None:
+    """An arm with only prefill points compares with a full recipe report on prefill alone."""
+    prefill = {k: v for k, v in r6d.points.items() if k.startswith("prefill/")}
+    only_prefill = r6d.model_copy(update={"points": prefill})
+    comparison = compare_arms([only_prefill], [r6])
+    assert not comparison.failed
+    assert len(comparison.not_compared) == 10
+    assert {r.point for r in comparison.points} == {
+        "prefill/32768",
+        "prefill/262144",
+        "prefill/500000",
+    }
+    del prefill["prefill/500000"]
+    lost = compare_arms([r6d.model_copy(update={"points": prefill})], [r6])
+    assert lost.missing == ["prefill/500000"]
+    assert lost.failed
