@@ -158,6 +158,12 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
     err_console.print(comparison_table(comparison))
     text = recipe_text(comparison)
     err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+    for label, points in (
+        ("only in the candidate", comparison.unmatched),
+        ("not compared (workloads the candidate does not run)", comparison.not_compared),
+    ):
+        if points:
+            err_console.print(f"{label}: {', '.join(points)}", markup=False)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.json").write_text(comparison.model_dump_json(indent=1) + "\n")
