@@ -18,6 +18,7 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Mount
 from pydantic import BaseModel, ConfigDict
+from requests.exceptions import RequestException
 
 from flows.errors import BootError, ClusterError
 from flows.spec.render import LaunchPlan
@@ -190,7 +191,10 @@ def inspect_rank(client: docker.DockerClient, name: str) -> ContainerState | Non
 
 def wait_rank(client: docker.DockerClient, name: str, timeout: float) -> int:
     """Block until the container exits; its exit code (for one-shot commands such as tests)."""
-    result = client.api.wait(name, timeout=timeout)
+    try:
+        result = client.api.wait(name, timeout=timeout)
+    except RequestException as exc:
+        raise BootError(f"container {name} still runs after {timeout:.0f} s") from exc
     return int(result.get("StatusCode", -1))
 
 

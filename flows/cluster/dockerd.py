@@ -254,13 +254,13 @@ def _read_pid(path: Path) -> int | None:
 
 
 def _mounts_under(root: Path) -> Iterator[Path]:
-    """Mount points below root, deepest first (so nested mounts go before their parents)."""
-    prefix = str(root.resolve()) + "/"
+    """Mount points at or below root, deepest first (nested mounts go before their parents)."""
+    top = str(root.resolve())
     points: list[str] = []
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             point = line.split()[4].replace("\\040", " ")
-            if point.startswith(prefix):
+            if point == top or point.startswith(top + "/"):
                 points.append(point)
     for point in sorted(points, key=len, reverse=True):
         yield Path(point)

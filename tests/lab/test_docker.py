@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
+import socket
 import tarfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
 import pytest
 
-from flows.cluster.base_image import BaseImageSpec, ensure_base_image, host_mirror
 from flows.cluster.distribute import distribute_image
 from flows.cluster.docker_client import DockerEndpoint, connect
 from flows.cluster.docker_runtime import (
@@ -36,7 +40,13 @@ from flows.cluster.docker_runtime import (
     stop_rank,
     wait_rank,
 )
-from flows.cluster.dockerd import DockerDaemon, remove_daemon_state, start_dockerd, stop_dockerd
+from flows.cluster.dockerd import (
+    DockerDaemon,
+    daemon_root,
+    remove_daemon_state,
+    start_dockerd,
+    stop_dockerd,
+)
 from flows.cluster.release_image import ReleaseImage, build_release_image
 from flows.errors import BuildError, ClusterError
 
@@ -102,11 +112,15 @@ def daemons() -> Iterator[list[DockerDaemon]]:
             started.append(start_dockerd(f"t{os.getpid()}n{index}", STATE))
         yield started
     finally:
-        for daemon in started:
-            with contextlib.suppress(Exception):
-                remove_cluster(docker.DockerClient(base_url=daemon.base_url), CLUSTER, 1)
-            stop_dockerd(daemon)
-            remove_daemon_state(daemon)
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(tear_down, started))
+
+
+def tear_down(daemon: DockerDaemon) -> None:
+    with contextlib.suppress(Exception):
+        remove_cluster(docker.DockerClient(base_url=daemon.base_url), CLUSTER, 1)
+    stop_dockerd(daemon)
+    remove_daemon_state(daemon)
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +134,20 @@ def recorder() -> Recorder:
 
 
 @pytest.fixture(scope="module")
-def release_image(endpoints: list[DockerEndpoint], recorder: Recorder) -> ReleaseImage:
+def engine_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A snapshot of engine/: the checkout may change while the module runs."""
+    copy = tmp_path_factory.mktemp("source") / "engine"
+    shutil.copytree(ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return copy
+
+
+@pytest.fixture(scope="module")
+def release_image(
+    endpoints: list[DockerEndpoint], recorder: Recorder, engine_source: Path
+) -> ReleaseImage:
     started = time.monotonic()
     result = build_release_image(
-        endpoints[0], endpoints[1:], "r1", ENGINE, CACHE, progress=recorder
+        endpoints[0], endpoints[1:], "r1", engine_source, CACHE, progress=recorder
     )
     timings = {name: round(value, 1) for name, value in result.seconds.items()}
     print(f"\nbuild once + distribute: {time.monotonic() - started:.1f} s {timings}")
@@ -168,10 +192,12 @@ def test_every_node_holds_the_same_image_id(
 
 
 def test_the_same_inputs_reuse_the_tag_everywhere(
-    release_image: ReleaseImage, endpoints: list[DockerEndpoint]
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint], engine_source: Path
 ) -> None:
     recorder = Recorder()
-    again = build_release_image(endpoints[0], endpoints[1:], "r1", ENGINE, CACHE, progress=recorder)
+    again = build_release_image(
+        endpoints[0], endpoints[1:], "r1", engine_source, CACHE, progress=recorder
+    )
     assert again.built.reused
     assert (again.built.tag, again.built.image_id) == (
         release_image.built.tag,
@@ -192,9 +218,8 @@ def test_a_node_whose_tag_names_another_image_is_never_overwritten(
     other_id = third.api.inspect_image(tag)["Id"]
     try:
         with pytest.raises(BuildError, match=rf"{endpoints[2].node}.*never overwritten"):
-            distribute_image(endpoints[0], endpoints[1:], tag)
+            distribute_image(endpoints[0], endpoints[2:], tag)
         assert third.api.inspect_image(tag)["Id"] == other_id
-        assert connect(endpoints[1]).api.inspect_image(tag)["Id"] == release_image.built.image_id
     finally:
         for endpoint in endpoints:
             with contextlib.suppress(docker.errors.ImageNotFound):
@@ -210,14 +235,18 @@ def one_file_tar() -> bytes:
     return buffer.getvalue()
 
 
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("models")
+    os.chown(folder, ENGINE_UID, ENGINE_UID)
+    return folder
+
+
 def test_a_rank_container_runs_the_engine_as_non_root(
-    release_image: ReleaseImage, endpoints: list[DockerEndpoint], tmp_path: Path
+    release_image: ReleaseImage, endpoints: list[DockerEndpoint], models: Path
 ) -> None:
     node = endpoints[2]
     client = connect(node)
-    models = tmp_path / "models"
-    models.mkdir()
-    os.chown(models, ENGINE_UID, ENGINE_UID)
     spec = RankContainer(
         cluster=CLUSTER,
         node=node.node,
@@ -244,6 +273,96 @@ def test_a_rank_container_runs_the_engine_as_non_root(
     assert cluster_containers(client, CLUSTER) == []
 
 
+def test_three_ranks_boot_in_containers_on_three_daemons_and_stop(
+    release_image: ReleaseImage,
+    endpoints: list[DockerEndpoint],
+    models: Path,
+    tmp_path: Path,
+) -> None:
+    if not (models / "tiny" / "config.json").is_file():
+        pytest.skip("needs the model written by the make-model container test")
+    head_port, http_port = free_port(), free_port()
+    clients = [connect(endpoint) for endpoint in endpoints]
+    specs = []
+    for rank, endpoint in enumerate(endpoints):
+        caches = tmp_path / f"rank{rank}"
+        caches.mkdir()
+        os.chown(caches, ENGINE_UID, ENGINE_UID)
+        specs.append(
+            RankContainer(
+                cluster=CLUSTER,
+                node=endpoint.node,
+                rank=rank,
+                image=release_image.built.tag,
+                name=f"sparkgate-{CLUSTER}-rank{rank}",
+                argv=(
+                    *("python", "-m", "sparkengine", "serve", "--rank", str(rank)),
+                    *("--nnodes", "3", "--head", f"127.0.0.1:{head_port}"),
+                    *("--port", str(http_port), "--model", "/models/tiny"),
+                    *("--cache", "kernels=/caches/kernels", "--cache", "jit=/caches/jit"),
+                ),
+                mounts=(
+                    BindMount(source=str(models), target="/models", read_only=True),
+                    BindMount(source=str(caches), target="/caches"),
+                ),
+                release="r1",
+            )
+        )
+    try:
+        for client, spec in reversed(list(zip(clients, specs, strict=True))):
+            run_rank(client, spec)
+        health = wait_for_health(http_port, clients, specs, timeout=240)
+        assert health == 200
+        models_doc = json.loads(http_get(http_port, "/v1/models")[1])
+        assert models_doc["data"]
+        for client, spec in zip(clients, specs, strict=True):
+            stop_rank(client, spec.name, grace_s=10)
+        for client, spec in zip(clients, specs, strict=True):
+            state = inspect_rank(client, spec.name)
+            assert state is not None
+            assert not state.running
+            assert not state.oom_killed
+            assert list((tmp_path / f"rank{spec.rank}" / "kernels").iterdir())
+        assert '"event":"ready"' in rank_logs(clients[0], specs[0].name)
+    finally:
+        removed = [remove_cluster(client, CLUSTER, grace_s=1) for client in clients]
+    assert sorted(name for names in removed for name in names) == sorted(s.name for s in specs)
+    assert all(cluster_containers(client, CLUSTER) == [] for client in clients)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return int(error.code), ""
+
+
+def wait_for_health(
+    port: int, clients: list[docker.DockerClient], specs: list[RankContainer], timeout: float
+) -> int:
+    """Poll /health; fail at once, with the rank's logs, when a rank container exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for client, spec in zip(clients, specs, strict=True):
+            state = inspect_rank(client, spec.name)
+            if state is None or not state.running:
+                pytest.fail(f"rank {spec.rank} exited:\n{rank_logs(client, spec.name)[-3000:]}")
+        with contextlib.suppress(OSError):
+            status, _ = http_get(port, "/health")
+            if status == 200:
+                return status
+        time.sleep(0.5)
+    logs = "\n".join(rank_logs(c, s.name, tail=5) for c, s in zip(clients, specs, strict=True))
+    pytest.fail(f"no /health 200 within {timeout} s:\n{logs}")
+
+
 def test_stop_signals_then_kills_after_the_grace_period(
     release_image: ReleaseImage, endpoints: list[DockerEndpoint]
 ) -> None:
@@ -260,6 +379,8 @@ def test_stop_signals_then_kills_after_the_grace_period(
     assert run_rank(client, spec).running
     with pytest.raises(ClusterError, match="already running"):
         run_rank(client, spec)
+    with pytest.raises(ClusterError, match="still runs after 1 s"):
+        wait_rank(client, spec.name, timeout=1)
     stop_rank(client, spec.name, grace_s=1)
     state = inspect_rank(client, spec.name)
     assert state is not None
@@ -269,33 +390,15 @@ def test_stop_signals_then_kills_after_the_grace_period(
     assert inspect_rank(client, spec.name) is None
 
 
-def test_stopping_a_daemon_leaves_nothing_behind(release_image: ReleaseImage) -> None:
-    daemon = start_dockerd(f"t{os.getpid()}x", STATE)
-    try:
-        client = connect(DockerEndpoint(node=daemon.name, base_url=daemon.base_url))
-        base = ensure_base_image(client, BaseImageSpec(mirror=host_mirror()), CACHE)
-        container = client.containers.run(
-            base, ["sleep", "600"], detach=True, network_mode="host", stop_signal="SIGKILL"
-        )
-        container_pid = int(client.api.inspect_container(container.id)["State"]["Pid"])
-        containerd_pid = int((daemon.exec_root / "containerd" / "containerd.pid").read_text())
-        client.close()
-    finally:
-        stop_dockerd(daemon)
-    for pid in (daemon.pid, containerd_pid, container_pid):
-        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), pid
-    mounts = Path("/proc/self/mountinfo").read_text()
-    assert str(daemon.root) not in mounts
-    assert not daemon.socket.exists()
-    assert not daemon.exec_root.exists()
-    remove_daemon_state(daemon)
-    assert not daemon.root.exists()
-
-
 def test_a_daemon_that_cannot_start_says_why(daemons: list[DockerDaemon]) -> None:
-    with pytest.raises(ClusterError, match="exited with status") as caught:
-        start_dockerd(f"t{os.getpid()}bad", STATE, netns="sparkgate-no-such-netns")
-    assert "sparkgate-no-such-netns" in str(caught.value)
+    name = f"t{os.getpid()}bad"
+    try:
+        with pytest.raises(ClusterError, match="exited with status") as caught:
+            start_dockerd(name, STATE, netns="sparkgate-no-such-netns")
+        assert "sparkgate-no-such-netns" in str(caught.value)
+        assert not (daemon_root(name, STATE) / "x").exists()
+    finally:
+        shutil.rmtree(daemon_root(name, STATE), ignore_errors=True)
 
 
 def _zombie(pid: int) -> bool:
@@ -303,3 +406,29 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_stopping_a_daemon_leaves_nothing_behind(
+    release_image: ReleaseImage, daemons: list[DockerDaemon]
+) -> None:
+    """Runs last: it stops the third daemon (the fixture's teardown then finds it stopped)."""
+    daemon = daemons[2]
+    client = connect(DockerEndpoint(node=daemon.name, base_url=daemon.base_url))
+    container = client.containers.run(
+        release_image.built.tag,
+        ["600"],
+        entrypoint=["sleep"],
+        detach=True,
+        network_mode="host",
+        stop_signal="SIGKILL",
+    )
+    container_pid = int(client.api.inspect_container(container.id)["State"]["Pid"])
+    containerd_pid = int((daemon.exec_root / "containerd" / "containerd.pid").read_text())
+    client.close()
+    stop_dockerd(daemon)
+    for pid in (daemon.pid, containerd_pid, container_pid):
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), pid
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(daemon.root) not in mounts
+    assert not daemon.socket.exists()
+    assert not daemon.exec_root.exists()
