@@ -84,10 +84,15 @@ def recipe_text(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
+def _pct(value: float) -> str:
+    """A percentage for a table cell; beyond +-999 % only the sign matters."""
+    return f"{value:+.1f}" if abs(value) < 1000 else (">+999" if value > 0 else "<-999")
+
+
 def _interval(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "-"
-    return f"[{low:+.1f}, {high:+.1f}]"
+    return f"[{_pct(low)}, {_pct(high)}]"
 
 
 def _row(r: PointComparison) -> list[str]:
