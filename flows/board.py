@@ -1,0 +1,144 @@
+"""The qualification's terminal view: every stage with its status and elapsed time.
+
+On a terminal it is a rich Live table that log lines scroll above (Prefect's console handler is
+pointed at the same console, so its lines never garble the table); elsewhere (CI, pipes) each
+stage transition is one plain line. The flow only calls `start`, `finish` and `note`; nothing
+here knows about Prefect runs or gates.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from flows.stages import STAGE_TITLES, STAGES
+
+_COLOURS = {
+    "pending": "dim",
+    "running": "bold cyan",
+    "passed": "green",
+    "cached": "green",
+    "skipped": "yellow",
+    "failed": "bold red",
+    "not run": "dim",
+}
+
+
+@dataclass
+class _Row:
+    status: str = "pending"
+    started: float | None = None
+    seconds: float | None = None
+    detail: str = ""
+
+
+current_board: ContextVar[StageBoard | None] = ContextVar("current_board", default=None)
+"""The board of the command that runs the flow (the flow itself takes only plain parameters)."""
+
+
+class StageBoard:
+    """Stage list with status and elapsed time, live on a terminal, plain lines otherwise."""
+
+    def __init__(self, console: Console, title: str, stages: tuple[str, ...] = STAGES) -> None:
+        self.console = console
+        self.title = title
+        self.rows = {stage: _Row() for stage in stages}
+        self._live: Live | None = None
+
+    def __enter__(self) -> StageBoard:
+        route_prefect_console(self.console)
+        if self.console.is_terminal:
+            self._live = Live(self.render(), console=self.console, refresh_per_second=4)
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for row in self.rows.values():
+            if row.status in ("pending", "running"):
+                row.status = "not run" if row.status == "pending" else "failed"
+        if self._live is not None:
+            self._live.update(self.render())
+            self._live.__exit__(kind, value, traceback)
+            self._live = None
+
+    def start(self, stage: str) -> None:
+        """Mark a stage running."""
+        row = self.rows[stage]
+        row.status, row.started = "running", time.monotonic()
+        self._changed(stage)
+
+    def finish(self, stage: str, status: str, detail: str = "") -> None:
+        """Mark a stage done: passed, cached, skipped or failed, with a one-line detail."""
+        row = self.rows[stage]
+        if row.started is not None:
+            row.seconds = time.monotonic() - row.started
+        row.status, row.detail = status, detail
+        self._changed(stage)
+
+    def note(self, line: str) -> None:
+        """A progress line printed above the table."""
+        self.console.print(escape(line), highlight=False)
+
+    def seconds(self) -> dict[str, float]:
+        """Elapsed seconds of every stage that ran."""
+        return {s: r.seconds for s, r in self.rows.items() if r.seconds is not None}
+
+    def render(self) -> Table:
+        """The stage table."""
+        table = Table(title=self.title, title_justify="left")
+        for column, justify in (("stage", "left"), ("status", "left"), ("time", "right"),
+                                ("detail", "left")):  # fmt: skip
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        now = time.monotonic()
+        for stage, row in self.rows.items():
+            elapsed = row.seconds
+            if elapsed is None and row.started is not None:
+                elapsed = now - row.started
+            table.add_row(
+                STAGE_TITLES.get(stage, stage),
+                f"[{_COLOURS.get(row.status, '')}]{row.status}[/]",
+                "" if elapsed is None else f"{elapsed:.1f} s",
+                escape(row.detail),
+            )
+        return table
+
+    def _changed(self, stage: str) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+            return
+        row = self.rows[stage]
+        took = "" if row.seconds is None else f" ({row.seconds:.1f} s)"
+        detail = f" - {row.detail}" if row.detail else ""
+        self.console.print(
+            f"{STAGE_TITLES.get(stage, stage)}: {row.status}{took}{detail}",
+            markup=False,
+            highlight=False,
+        )
+
+
+def route_prefect_console(console: Console) -> None:
+    """Point Prefect's console log handlers at our console so logs scroll above the board."""
+    try:
+        from prefect.logging.handlers import PrefectConsoleHandler  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - prefect is a dependency
+        return
+    loggers = [logging.getLogger(), *[
+        logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+    ]]  # fmt: skip
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, PrefectConsoleHandler):
+                handler.console = console

@@ -1,0 +1,76 @@
+"""The qualification's stages as data: their order, cache keys and the overall verdict (pure).
+
+Kept apart from Prefect so the rules can be read and tested on their own: which stages exist and
+in which order, what makes a finished gate reusable on a re-run (its cache key covers the build
+digest, the resolved cluster, the gate's settings and the record it belongs to), and how the
+gates' results become one verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from flows.gates.base import GateResult, Outcome
+
+GATES = ("release_tests", "determinism", "cold_boots", "benchmark")
+STAGES = ("validate", "lock", "preflight", "build", "distribute", *GATES, "verdict", "record")
+STAGE_TITLES = {
+    "validate": "load + validate",
+    "lock": "cluster lock",
+    "preflight": "preflight",
+    "build": "build once",
+    "distribute": "distribute + verify",
+    "release_tests": "release tests",
+    "determinism": "determinism gate",
+    "cold_boots": "cold boots",
+    "benchmark": "benchmark",
+    "verdict": "verdict",
+    "record": "record",
+}
+QUALIFIED = "qualified"
+
+
+def digest_of(value: BaseModel | Mapping[str, Any] | str | None) -> str:
+    """A stable sha256 of a model, mapping or string (keys sorted)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def gate_cache_key(
+    gate: str,
+    *,
+    build_digest: str,
+    cluster: BaseModel,
+    settings: BaseModel,
+    record: str,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """The key under which a finished gate is reused: same build, cluster, settings, record."""
+    parts = {
+        "gate": gate,
+        "build": build_digest,
+        "cluster": digest_of(cluster),
+        "settings": digest_of(settings),
+        "record": record,
+        "extra": dict(extra or {}),
+    }
+    return f"{gate}-{digest_of(parts)[:32]}"
+
+
+def verdict(results: Mapping[str, GateResult]) -> tuple[str, str | None]:
+    """`qualified`, or `failed at <gate>: <reason>` naming the first failed gate in order."""
+    for gate in GATES:
+        result = results.get(gate)
+        if result is not None and result.outcome == Outcome.FAILED:
+            return f"failed at {gate}: {result.reason}", gate
+    missing = [gate for gate in GATES if gate not in results]
+    if missing:
+        return f"incomplete: {', '.join(missing)} not run", missing[0]
+    return QUALIFIED, None
