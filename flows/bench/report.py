@@ -171,6 +171,7 @@ class ArmReport(BaseModel):
     suite: str = Field(description="suite name")
     started_utc: str = Field(description="start, UTC ISO-8601")
     finished_utc: str | None = Field(default=None, description="end, UTC ISO-8601")
+    aborted: str | None = Field(default=None, description="why the arm stopped early, if it did")
     identity: dict[str, JsonValue] = Field(default_factory=dict, description="what was measured")
     workload: dict[str, JsonValue] = Field(default_factory=dict, description="suite as run")
     points: dict[str, Point] = Field(default_factory=dict, description="point name -> point")

@@ -350,10 +350,46 @@ def check_context(suite: Suite, max_model_len: int | None) -> None:
             )
 
 
+def _report(
+    ctx: ArmContext, *, label: str, started: str, points: dict[str, Point], missing: list[str]
+) -> ArmReport:
+    """The arm report as it stands (finished_utc stays None until the caller finishes it)."""
+    suite = ctx.suite
+    return ArmReport(
+        label=label,
+        source="sparkgate",
+        url=ctx.endpoint.base_url,
+        suite=suite.name,
+        started_utc=started,
+        identity={
+            "model": ctx.model,
+            "client_host": socket.gethostname(),
+            "python": platform.python_version(),
+            "sparkgate": __version__,
+            "suite_sha256": hashlib.sha256(suite.model_dump_json().encode()).hexdigest(),
+            "prompt_nonce": ctx.prompts.nonce,
+            "client_saturated_batches": ctx.saturated,
+            "metrics_missing": list(missing),
+        },
+        workload=suite.model_dump(mode="json"),
+        points=dict(points),
+        client=merge_client(ctx.client),
+        discarded=list(ctx.discarded),
+    )
+
+
 def run_arm(
-    endpoint: Endpoint, suite: Suite, *, label: str, log: Log = lambda _: None
+    endpoint: Endpoint,
+    suite: Suite,
+    *,
+    label: str,
+    log: Log = lambda _: None,
+    checkpoint: Callable[[ArmReport], object] | None = None,
 ) -> ArmReport:
     """Measure every workload of `suite` once against `endpoint` (one arm) and report it.
+
+    `checkpoint` receives the report after every workload (unfinished), and once more with
+    `aborted` set if the arm stops on an error, so finished workloads are never lost.
 
     Raises:
         BenchError: if the endpoint serves no model or a sample cannot be taken cleanly.
@@ -378,33 +414,21 @@ def run_arm(
         endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log, http=http
     )
     points: dict[str, Point] = {}
+
+    def report() -> ArmReport:
+        return _report(ctx, label=label, started=started, points=points, missing=missing)
+
     try:
         for kind, name, planned in plan(ctx):
             workload = next(w for w in suite.workloads if w.name == name)
             log(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
             points |= _run_workload(ctx, kind, planned, suite.samples_of(workload))
+            if checkpoint is not None:
+                checkpoint(report())
+    except BenchError as error:
+        if checkpoint is not None:
+            checkpoint(report().model_copy(update={"aborted": str(error)}))
+        raise
     finally:
         http.close()
-    suite_json = suite.model_dump_json()
-    return ArmReport(
-        label=label,
-        source="sparkgate",
-        url=endpoint.base_url,
-        suite=suite.name,
-        started_utc=started,
-        finished_utc=_now(),
-        identity={
-            "model": model,
-            "client_host": socket.gethostname(),
-            "python": platform.python_version(),
-            "sparkgate": __version__,
-            "suite_sha256": hashlib.sha256(suite_json.encode()).hexdigest(),
-            "prompt_nonce": prompts.nonce,
-            "client_saturated_batches": ctx.saturated,
-            "metrics_missing": list(missing),
-        },
-        workload=suite.model_dump(mode="json"),
-        points=points,
-        client=merge_client(ctx.client),
-        discarded=ctx.discarded,
-    )
+    return report().model_copy(update={"finished_utc": _now()})

@@ -79,7 +79,11 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
         names = {k: wanted[k] for k in DEFAULT_METRICS if isinstance(wanted.get(k), str)}
     endpoint = Endpoint(url, api_key=api_key, metric_names=names, metrics_path=metrics_path)
     arm = run_arm(
-        endpoint, spec, label=label, log=lambda line: err_console.print(line, markup=False)
+        endpoint,
+        spec,
+        label=label,
+        log=lambda line: err_console.print(line, markup=False),
+        checkpoint=lambda partial: write_arm(partial, out),
     )
     path = write_arm(arm, out)
     receipts = sum(len(s.receipts) for p in arm.points.values() for s in p.samples)
@@ -101,6 +105,8 @@ def show_command(
 
     report = _load_arm(arm)
     err_console.print(arm_table(report))
+    if report.aborted:
+        err_console.print(f"ABORTED: {report.aborted}", markup=False)
     client = report.client
     if client is not None:
         err_console.print(

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from flows.bench.endpoint import Endpoint
-from flows.bench.report import read_arm
+from flows.bench.report import ArmReport, read_arm
 from flows.bench.runner import run_arm
 from flows.cli import main
 from flows.errors import BenchError
@@ -37,6 +37,7 @@ class FakeEngine:
         self.foreign_once = 0
         self.running = 0
         self.max_len: int | None = None
+        self.busy_after: int | None = None
 
     async def models(self, _: web.Request) -> web.Response:
         return web.json_response({"data": [{"id": "fake", "max_model_len": self.max_len}]})
@@ -56,6 +57,8 @@ class FakeEngine:
         prompt = tuple(body["prompt"])
         assert body["model"] == "fake"
         assert body["ignore_eos"] is True
+        if self.busy_after is not None and len(self.prompts) >= self.busy_after:
+            self.running = 1  # from this request on the engine never gets idle
         cached = len(prompt) - 1 if prompt in self.prompts else 0
         self.prompts.append(prompt)
         n = body["max_tokens"]
@@ -265,3 +268,27 @@ def test_a_cpu_bound_client_is_scaled_out_and_the_sample_repeated(
     assert all(r.ok for r in sample.receipts)
     assert arm.client is not None
     assert arm.client.processes == 2
+
+
+def test_an_aborted_arm_keeps_its_finished_workloads(
+    engine: tuple[FakeEngine, str], tmp_path: Path
+) -> None:
+    fake, url = engine
+    fake.busy_after = 2  # the single-stream sample (2 requests) finishes, then it is stuck
+    suite = Suite.model_validate(
+        {
+            **SUITE,
+            "warmup": 0,
+            "samples": 1,
+            "idle": {"timeout_s": 0.3},
+            "workloads": SUITE["workloads"][:2],
+        }
+    )
+    saved: list[ArmReport] = []
+    with pytest.raises(BenchError, match="not idle"):
+        run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1", checkpoint=saved.append)
+    assert [list(r.points) for r in saved] == [["single/c1"], ["single/c1"]]
+    assert saved[0].aborted is None
+    assert saved[-1].aborted is not None
+    assert "not idle" in saved[-1].aborted
+    assert saved[-1].finished_utc is None
