@@ -159,6 +159,9 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
     again = again or []
     arms = [_load_arm(p) for p in [new, *again, *old]]
     candidates, previous = arms[: 1 + len(again)], arms[1 + len(again) :]
+    for arm in arms:
+        if arm.aborted:
+            err_console.print(f"warning: arm {arm.label} was aborted: {arm.aborted}", markup=False)
     ledger = read_ledger(ledger_path) if ledger_path else Ledger()
     comparison = compare_arms(candidates, previous, ledger=ledger, tolerance_pct=tolerance)
     err_console.print(comparison_table(comparison))
