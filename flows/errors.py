@@ -114,6 +114,10 @@ class GateFailedError(SparkgateError):
     """A qualification gate ran and its verdict is a failure."""
 
 
+class GateError(SparkgateError):
+    """A gate could not do its work (a request failed, the engine answered nonsense)."""
+
+
 class InconclusiveError(GateFailedError):
     """A gate ran but its noise allowed no decision; never a pass (exit 3, distinct from 1)."""
 

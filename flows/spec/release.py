@@ -99,20 +99,30 @@ class DeterminismGate(Gate):
 
     prompts: list[str] = Field(
         default=[
-            "The quick brown fox",
-            "Once upon a time",
-            "def fibonacci(n):",
-            "In a distant galaxy",
+            "The quick brown fox jumps over the lazy dog, and then",
+            "Once upon a time, in a village by the sea, there lived",
+            'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
+            "In a distant galaxy, the last starship of the old fleet",
+            "Dear committee, I am writing to recommend my former student",
+            "SELECT name, total FROM orders WHERE total > 100 ORDER BY",
+            "The three laws of thermodynamics can be stated simply as",
+            "Recipe for bread: mix 500 g of flour with 350 ml of water,",
         ],
         min_length=1,
-        description="Prompts every scenario sends.",
+        description="Distinct prompts every scenario sends (plus the long prompt).",
     )
-    max_tokens: int = Field(default=24, ge=1, description="Tokens generated per request.")
+    max_tokens: int = Field(default=64, ge=1, description="Tokens generated per request.")
     long_prompt_tokens: int = Field(
         default=1500, ge=1, description="Length of the long prefill mixed in."
     )
-    stagger_ms: int = Field(default=40, ge=0, description="Delay between staggered joins.")
+    stagger_ms: int = Field(default=100, ge=0, description="Delay between staggered joins.")
     logprobs: bool = Field(default=True, description="Compare logprobs bit for bit too.")
+    top_logprobs: int = Field(
+        default=5, ge=0, le=20, description="Alternatives per token asked for (compared too)."
+    )
+    sampled_streams: int = Field(
+        default=4, ge=0, description="Temperature-1 streams sent beside the sampled scenario."
+    )
     against_previous: bool = Field(
         default=True, description="Compare with the previous release when outputs are unchanged."
     )
@@ -124,9 +134,24 @@ class ColdBootsGate(Gate):
     modes: list[BootMode] = Field(
         default=list(BOOT_MODES), min_length=1, description="Boot modes to run."
     )
-    rank: int = Field(default=1, ge=0, description="The rank whose cache one-rank-kernels empties.")
+    rank: int | None = Field(
+        default=None, ge=0, description="Rank whose cache one-rank-kernels empties (default last)."
+    )
     requests_after_ready: int = Field(
-        default=4, ge=0, description="Short requests sent after ready before counting compiles."
+        default=4,
+        ge=0,
+        description="Concurrent streams (with logprobs) sent after ready before counting compiles.",
+    )
+    max_tokens: int = Field(
+        default=16, ge=1, description="Tokens per burst and spot-check request."
+    )
+    spot_check: list[str] = Field(
+        default=[
+            "The quick brown fox jumps over the lazy dog, and then",
+            "Once upon a time, in a village by the sea, there lived",
+            "SELECT name, total FROM orders WHERE total > 100 ORDER BY",
+        ],
+        description="Greedy prompts whose tokens must equal the reference boot's after each boot.",
     )
 
 

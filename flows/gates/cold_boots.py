@@ -1,0 +1,242 @@
+"""The cold-boots gate: boots with emptied caches must prepare, meet and serve without compiling.
+
+For each mode (warm; one rank's kernel cache empty; every rank's; every cache kind on every
+node) the caches are emptied through the pipeline, the candidate is booted and its timeline
+kept: time to ready, per-rank preparation seconds and kernels, the liveness wait. Then a spot
+check (a few greedy prompts), a burst of concurrent streams with logprobs, and the spot check
+again; the rank logs are read once more from the start and the compile counter scraped, and
+both must show zero compiles after preparation. Every spot check must equal the reference
+(passed in, or the first boot's own). A failed boot is a failed row naming its cause, with its
+evidence folder; the other modes still run, so the table shows everything at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from flows.bench.endpoint import Endpoint
+from flows.cluster.caches import CacheTarget, cache_targets
+from flows.cluster.session import Started, runtime_for
+from flows.cluster.timeline import COMPILE, LogEvent, LogReader
+from flows.errors import BenchError, BootError, SparkgateError
+from flows.gates.base import GateContext, GateResult, Outcome, api_base_url
+from flows.gates.outputs import Output, hashes, output_from_completion
+from flows.gates.prompts import Prompt
+from flows.gates.running import running_release, write_json
+from flows.gates.traffic import complete, open_client, stream
+from flows.gates.verdicts import BootObservation, RankFigures, boot_row, cold_boots_verdict
+from flows.spec.release import ColdBootsGate
+from flows.spec.render import render_all
+
+GATE = "cold_boots"
+TOP_LOGPROBS = 5
+Hashes = Mapping[str, Mapping[str, str]]
+
+
+def run_cold_boots(
+    context: GateContext,
+    settings: ColdBootsGate,
+    out_dir: Path,
+    *,
+    reference: Hashes | None = None,
+) -> GateResult:
+    """Boot once per mode; each must be ready, compile nothing after preparation, match."""
+    started_at = datetime.now(UTC)
+    clock = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spot = [
+        Prompt(id=f"s{i}", text=text, max_tokens=settings.max_tokens)
+        for i, text in enumerate(settings.spot_check)
+    ]
+    plans = render_all(context.cluster, context.release, {"python": "python"})
+    files: list[str] = []
+    evidence: list[str] = []
+    seen: list[BootObservation] = []
+    for mode in settings.modes:
+        if time.monotonic() - clock > settings.timeout_s:
+            seen.append(
+                BootObservation(mode=mode, error=f"not run: timeout_s {settings.timeout_s:g}")
+            )
+            continue
+        targets = cache_targets(plans, mode, rank=settings.rank)
+        context.progress(f"cold boots: {mode} ({len(targets)} cache folders emptied)")
+        observed, raw, folder = _one_boot(
+            context, settings, mode, targets, spot=spot, reference=reference
+        )
+        if reference is None and observed.error is None and raw.get("spot"):
+            reference = hashes(Output.model_validate(o) for o in raw["spot"][: len(spot)])
+            observed = _judge_spot(observed, raw, reference)
+        seen.append(observed)
+        files.extend(_write_logs(out_dir, mode, raw.pop("logs", {})))
+        files.append(write_json(out_dir, f"boots/{mode}.json", raw))
+        if folder is not None:
+            evidence.append(str(folder))
+        context.progress(f"cold boots: {mode}: {boot_row(observed)['what_happened']}")
+    passed, reason = cold_boots_verdict(seen)
+    summary: dict[str, Any] = {
+        "boots": [boot_row(observation) for observation in seen],
+        "reference": dict(reference or {}),
+    }
+    files.append(write_json(out_dir, "summary.json", summary))
+    return GateResult(
+        gate=GATE, outcome=Outcome.PASSED if passed else Outcome.FAILED, reason=reason,
+        started_at=started_at, seconds=time.monotonic() - clock, summary=summary,
+        files=files, evidence=evidence,
+    )  # fmt: skip
+
+
+def _one_boot(
+    context: GateContext,
+    settings: ColdBootsGate,
+    mode: str,
+    targets: Sequence[CacheTarget],
+    *,
+    spot: Sequence[Prompt],
+    reference: Hashes | None,
+) -> tuple[BootObservation, dict[str, Any], Path | None]:
+    """Empty, boot, traffic, read back; the observation, raw data and any evidence folder."""
+    emptied = sorted({t.rank for t in targets if t.kind == context.cluster.engine.kernel_cache})
+    raw: dict[str, Any] = {"mode": mode, "emptied": [t.model_dump() for t in targets]}
+    try:
+        with running_release(context, empty=targets) as started:
+            raw["timeline"] = started.session.timeline.model_dump(mode="json")
+            outputs = asyncio.run(
+                asyncio.wait_for(_traffic(context, settings, spot), timeout=settings.timeout_s)
+            )
+            raw["spot"] = [o.model_dump() for o in outputs]
+            raw["logs"] = _logs(context, started)
+            events = _compile_events(context, started, raw["logs"])
+            metric = _compiles_metric(context)
+    except BootError as error:
+        observed = BootObservation(mode=mode, emptied_ranks=emptied, error=str(error))
+        raw["error"] = str(error)
+        return observed, raw, error.evidence
+    except (SparkgateError, aiohttp.ClientError, TimeoutError, ValueError) as error:
+        observed = BootObservation(mode=mode, emptied_ranks=emptied, error=f"traffic: {error}")
+        raw["error"] = str(error)
+        return observed, raw, None
+    raw["compile_events"] = [e.model_dump(mode="json") for e in events]
+    raw["compiles_metric"] = metric
+    timeline = started.session.timeline
+    observed = BootObservation(
+        mode=mode,
+        emptied_ranks=emptied,
+        ready_s=timeline.ready_s,
+        ranks=[
+            RankFigures(
+                rank=r.rank,
+                node=r.node,
+                prepare_s=r.prepare_s,
+                kernels=r.kernels,
+                compiled=r.compiled,
+                cached=r.cached,
+                liveness_wait_s=r.liveness_wait_s,
+            )
+            for r in timeline.ranks
+        ],
+        compiles_logged=len(events),
+        compile_lines=[_compile_name(e) for e in events],
+        compiles_metric=metric,
+    )
+    return _judge_spot(observed, raw, reference), raw, None
+
+
+def _judge_spot(
+    observed: BootObservation, raw: Mapping[str, Any], reference: Hashes | None
+) -> BootObservation:
+    """Every spot-check response (before and after the burst) against the reference hashes."""
+    if reference is None or not raw.get("spot"):
+        return observed
+    outputs = [Output.model_validate(o) for o in raw["spot"]]
+    differing = sorted(
+        {
+            o.prompt
+            for o in outputs
+            if dict(reference.get(o.prompt, {})) != hashes([o]).get(o.prompt)
+        }
+    )
+    return observed.model_copy(
+        update={
+            "spot_check": "differs" if differing else "identical",
+            "spot_differing": differing,
+        }
+    )
+
+
+async def _traffic(
+    context: GateContext, settings: ColdBootsGate, spot: Sequence[Prompt]
+) -> list[Output]:
+    """Spot check, a burst of concurrent streams (greedy and sampled), spot check again."""
+    async with open_client(api_base_url(context.cluster), TOP_LOGPROBS) as client:
+        before = [await complete(client, prompt) for prompt in spot]
+        texts = [p.text for p in spot] or ["Hello"]
+        burst = [
+            Prompt(id=f"burst{i}", text=texts[i % len(texts)], max_tokens=settings.max_tokens)
+            for i in range(settings.requests_after_ready)
+        ]
+        await asyncio.gather(
+            *(stream(client, p, temperature=float(i % 2)) for i, p in enumerate(burst))
+        )
+        after = [await complete(client, prompt) for prompt in spot]
+    return [output_from_completion(a.prompt, a.response) for a in [*before, *after]]
+
+
+def _logs(context: GateContext, started: Started) -> dict[str, str]:
+    """Every rank's whole log so far, read back through the runtime."""
+    runtime = runtime_for(context.cluster, context.transports)
+    return {
+        f"{handle.node}-rank{handle.rank}": runtime.read_log(handle, 0)
+        for handle in started.session.handles
+    }
+
+
+def _compile_events(
+    context: GateContext, started: Started, logs: Mapping[str, str]
+) -> list[LogEvent]:
+    """Compile-after-preparation events in the rank logs (boot and traffic alike)."""
+    found: list[LogEvent] = []
+    for handle in started.session.handles:
+        reader = LogReader(context.cluster.engine.logs, node=handle.node, rank=handle.rank)
+        text = logs.get(f"{handle.node}-rank{handle.rank}", "")
+        found.extend(e for e in reader.read(text.splitlines()) if e.name == COMPILE)
+    return found
+
+
+def _compiles_metric(context: GateContext) -> float | None:
+    """The profile's compile counter on the head, or None when the engine exports none."""
+    metrics = context.cluster.engine.metrics
+    if metrics.compiles is None:
+        return None
+    endpoint = Endpoint(
+        api_base_url(context.cluster),
+        metric_names={"compiles": metrics.compiles},
+        metrics_path=metrics.path,
+    )
+    try:
+        return endpoint.metrics().get("compiles")
+    except BenchError:
+        return None
+
+
+def _compile_name(event: LogEvent) -> str:
+    figures = event.figures
+    name = "/".join(str(figures[k]) for k in ("family", "key") if k in figures)
+    return f"rank {event.rank} {name or event.line[:80]}"
+
+
+def _write_logs(out_dir: Path, mode: str, logs: Mapping[str, str]) -> list[str]:
+    written = []
+    for name, text in logs.items():
+        relative = f"boots/{mode}/{name}.log"
+        path = out_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(relative)
+    return written

@@ -1,0 +1,46 @@
+"""Boot a release for a gate and always stop it again, whatever happens inside.
+
+Both output gates boot the candidate, send traffic, and must leave the cluster stopped even
+when a request fails or the user interrupts; this context manager is that promise in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from flows.cluster.caches import CacheTarget
+from flows.cluster.session import Started, start_release, stop_session
+from flows.gates.base import GateContext
+
+
+@contextmanager
+def running_release(
+    context: GateContext, *, empty: Sequence[CacheTarget] = ()
+) -> Iterator[Started]:
+    """The candidate, booted (caches in `empty` emptied first); stopped on the way out."""
+    started = start_release(
+        context.cluster,
+        context.release,
+        context.transports,
+        context.state,
+        empty=empty,
+        progress=context.progress,
+    )
+    try:
+        yield started
+    finally:
+        stop_session(context.cluster, started.session, context.transports, context.state)
+
+
+def write_json(out_dir: Path, name: str, data: Any) -> str:
+    """Write `data` as JSON under out_dir (atomically); the name relative to out_dir."""
+    path = out_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".tmp")
+    partial.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    partial.replace(path)
+    return name

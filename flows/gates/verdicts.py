@@ -1,0 +1,233 @@
+"""The rules of the determinism and cold-boot gates, as pure functions of what was observed.
+
+Kept apart from the traffic and the boots so every rule is unit-tested on hand-made data and a
+reviewer can recompute a verdict from the raw files of a record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.gates.outputs import Output, ScenarioReport, hashes, top_token_agreement
+
+SpotCheck = Literal["identical", "differs", "not run"]
+_SHOWN = 6
+
+
+class PreviousReport(BaseModel):
+    """This release's outputs against the previous release's record."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["unchanged", "changed", "none"]
+    identical: int = 0
+    total: int = 0
+    top_token_agreement: float | None = None
+    reason: str
+    differing: list[str] = Field(default=[], description="Prompt ids whose hashes differ.")
+
+    @property
+    def passed(self) -> bool:
+        """Only a release that declares unchanged outputs can fail here."""
+        return self.mode != "unchanged" or not self.differing
+
+
+def against_previous(
+    current: Sequence[Output],
+    previous: Mapping[str, Mapping[str, Any]] | None,
+    *,
+    change: Literal["unchanged", "changed"],
+    change_reason: str | None,
+    enabled: bool = True,
+    previous_name: str = "the previous release",
+) -> PreviousReport:
+    """Compare per-prompt hashes with the previous record's (`hashes.json` entries).
+
+    An entry may also carry `token_ids`; then a `changed` release reports the top-token
+    agreement too. A prompt missing from the previous record counts as differing.
+    """
+    if not enabled:
+        return PreviousReport(mode="none", reason="comparison with the previous release is off")
+    if previous is None:
+        return PreviousReport(mode="none", reason=f"no outputs of {previous_name} to compare with")
+    mine = hashes(current)
+    differing = [
+        prompt
+        for prompt, digest in mine.items()
+        if prompt not in previous
+        or previous[prompt].get("tokens") != digest["tokens"]
+        or previous[prompt].get("logprobs") != digest["logprobs"]
+    ]
+    total = len(mine)
+    identical = total - len(differing)
+    if change == "unchanged":
+        reason = (
+            f"outputs unchanged: all {total} prompts hash as {previous_name}'s"
+            if not differing
+            else f"outputs declared unchanged but {len(differing)} of {total} prompts differ "
+            f"from {previous_name}: {_names(differing)}"
+        )
+        return PreviousReport(
+            mode="unchanged", identical=identical, total=total, reason=reason, differing=differing
+        )
+    before = {
+        prompt: [int(t) for t in entry["token_ids"]]
+        for prompt, entry in previous.items()
+        if isinstance(entry.get("token_ids"), list)
+    }
+    agreement = top_token_agreement({o.prompt: o.token_ids for o in current}, before)
+    return PreviousReport(
+        mode="changed",
+        identical=identical,
+        total=total,
+        top_token_agreement=agreement,
+        reason=f"outputs changed: {change_reason or 'no reason given'}",
+        differing=differing,
+    )
+
+
+def determinism_verdict(
+    scenarios: Sequence[ScenarioReport], previous: PreviousReport
+) -> tuple[bool, str]:
+    """Pass when every scenario matched the served-alone reference and the previous check held."""
+    problems = [
+        f"{s.name} differs for "
+        + _names([f"{d.prompt} ({d.what} {d.index})" for d in s.differences])
+        for s in scenarios
+        if s.differing
+    ]
+    if not previous.passed:
+        problems.append(previous.reason)
+    if problems:
+        return False, "; ".join(problems)
+    names = ", ".join(s.name for s in scenarios)
+    return True, f"identical in every scenario ({names}); {previous.reason}"
+
+
+class RankFigures(BaseModel):
+    """One rank's preparation during a boot."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int
+    node: str
+    prepare_s: float | None
+    kernels: int | None
+    compiled: int | None
+    cached: int | None
+    liveness_wait_s: float | None
+
+
+class BootObservation(BaseModel):
+    """Everything seen during one cold-boot mode, before any judgement."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: str
+    emptied_ranks: list[int] = Field(default=[], description="Ranks whose kernel cache emptied.")
+    ready_s: float | None = None
+    ranks: list[RankFigures] = []
+    compiles_logged: int = Field(default=0, description="Compiles after preparation, all logs.")
+    compile_lines: list[str] = Field(default=[], description="What compiled (family/key).")
+    compiles_metric: float | None = Field(default=None, description="Metric value, if exported.")
+    spot_check: SpotCheck = "not run"
+    spot_differing: list[str] = []
+    error: str | None = Field(default=None, description="Why the boot or its traffic failed.")
+
+
+def boot_problems(seen: BootObservation) -> list[str]:
+    """Why this boot fails the gate (empty: it passes)."""
+    if seen.error is not None:
+        return [f"boot failed: {seen.error}"]
+    problems: list[str] = []
+    if seen.compiles_logged:
+        what = f" ({_names(seen.compile_lines)})" if seen.compile_lines else ""
+        problems.append(f"{seen.compiles_logged} compiles after preparation in the logs{what}")
+    if seen.compiles_metric:
+        problems.append(f"compiles metric reads {seen.compiles_metric:g}")
+    if seen.spot_check != "identical":
+        problems.append(
+            f"spot check {seen.spot_check} against the reference"
+            + (f" ({_names(seen.spot_differing)})" if seen.spot_differing else "")
+        )
+    by_rank = {figures.rank: figures for figures in seen.ranks}
+    for rank in seen.emptied_ranks:
+        figures = by_rank.get(rank)
+        if figures is not None and figures.compiled == 0:
+            problems.append(f"rank {rank} compiled nothing though its kernel cache was emptied")
+    return problems
+
+
+def what_happened(seen: BootObservation) -> str:
+    """The recipe's `what happened` column: preparation, waits, and any problem."""
+    problems = boot_problems(seen)
+    if seen.error is not None:
+        return problems[0]
+    parts = []
+    for figures in seen.ranks:
+        if figures.compiled:
+            parts.append(
+                f"rank {figures.rank} compiled {figures.compiled} kernels "
+                f"in {_seconds(figures.prepare_s)}"
+            )
+    if not parts:
+        kernels = sorted({f.kernels for f in seen.ranks if f.kernels is not None})
+        shown = "/".join(str(k) for k in kernels) or "its"
+        parts.append(f"every rank loaded {shown} kernels from the cache")
+    waits = [f for f in seen.ranks if f.liveness_wait_s and f.liveness_wait_s >= 1.0]
+    parts.extend(f"rank {f.rank} waited {_seconds(f.liveness_wait_s)} on liveness" for f in waits)
+    parts.extend(problems or ["nothing compiled after preparation", "spot check identical"])
+    return "; ".join(parts)
+
+
+def boot_row(seen: BootObservation) -> dict[str, Any]:
+    """One row of the record's boots table (the summary keys the record renders)."""
+    figures = seen.ranks
+    return {
+        "mode": seen.mode,
+        "ready_s": seen.ready_s,
+        "prepare_s_max": _max([f.prepare_s for f in figures]),
+        "kernels": _sum([f.kernels for f in figures]),
+        "compiled": _sum([f.compiled for f in figures]),
+        "cached": _sum([f.cached for f in figures]),
+        "liveness_wait_s_max": _max([f.liveness_wait_s for f in figures]),
+        "compiles_after_preparation": seen.compiles_logged,
+        "compiles_metric": seen.compiles_metric,
+        "spot_check": seen.spot_check,
+        "what_happened": what_happened(seen),
+        "passed": not boot_problems(seen),
+        "ranks": [f.model_dump() for f in figures],
+        "error": seen.error,
+    }
+
+
+def cold_boots_verdict(observations: Sequence[BootObservation]) -> tuple[bool, str]:
+    """Pass when every mode booted, compiled nothing after preparation and matched the reference."""
+    failed = [(seen.mode, boot_problems(seen)) for seen in observations]
+    failed = [(mode, problems) for mode, problems in failed if problems]
+    if failed:
+        return False, "; ".join(f"{mode}: {', '.join(problems)}" for mode, problems in failed)
+    readies = ", ".join(f"{seen.mode} {_seconds(seen.ready_s)}" for seen in observations)
+    return True, f"every boot ready with nothing compiled after preparation ({readies})"
+
+
+def _names(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:_SHOWN])
+    return shown if len(items) <= _SHOWN else f"{shown} and {len(items) - _SHOWN} more"
+
+
+def _seconds(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1f} s"
+
+
+def _max(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _sum(values: Sequence[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
