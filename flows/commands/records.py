@@ -1,0 +1,130 @@
+"""`sparkgate records`, `show`, `verify` and `compare`: how reviewers read experiments records.
+
+These commands only read (except `records --write-index`, which regenerates the derived
+experiments/README.md). A RECORD argument is a folder path, a folder name under the experiments
+folder, or a release name (its newest record).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markdown import Markdown
+from rich.table import Table
+
+from flows.console import err_console, out_console
+from flows.errors import RecordError
+from flows.record import compare as record_compare
+from flows.record.index import GATES, gate_cell, write_index
+from flows.record.model import README_FILE
+from flows.record.reader import broken_records, find_record, list_records, read_record
+from flows.record.verify import verify
+from flows.settings import project_root
+
+ExperimentsOption = Annotated[
+    Path | None,
+    typer.Option("--experiments", help="Folder of records (default: experiments/ of the project)."),
+]
+RecordArgument = Annotated[str, typer.Argument(help="Record folder, folder name or release name.")]
+_STYLE = {"passed": "green", "failed": "bold red", "skipped": "yellow"}
+
+
+def register(app: typer.Typer) -> None:
+    """Attach records, show, verify and compare to the root app."""
+    app.command("records")(records)
+    app.command("show")(show)
+    app.command("verify")(verify_record)
+    app.command("compare")(compare)
+
+
+def _experiments(given: Path | None) -> Path:
+    return given if given is not None else project_root() / "experiments"
+
+
+def records(
+    experiments: ExperimentsOption = None,
+    write: Annotated[
+        bool, typer.Option("--write-index", help="Regenerate experiments/README.md too.")
+    ] = False,
+) -> None:
+    """List every record: date, release, previous, each gate's verdict and headline numbers."""
+    folder = _experiments(experiments)
+    table = Table(title=f"records in {folder}")
+    for column in ("date", "record", "release", "previous", *GATES, "verdict"):
+        table.add_column(column, overflow="fold")
+    for record in reversed(list_records(folder)):
+        verdict = record.verdict or record.status
+        table.add_row(
+            record.date,
+            record.name,
+            record.release_name,
+            record.previous or "-",
+            *(_styled(gate_cell(record, gate)) for gate in GATES),
+            _styled(verdict),
+        )
+    out_console.print(table)
+    for problem in broken_records(folder):
+        err_console.print(f"skipped: {problem}", markup=False, highlight=False)
+    if write:
+        err_console.print(f"wrote {write_index(folder)}", markup=False, highlight=False)
+
+
+def _styled(text: str) -> str:
+    head = text.split(":", 1)[0]
+    style = _STYLE.get(head)
+    escaped = text.replace("[", "\\[")
+    return f"[{style}]{escaped}[/]" if style else escaped
+
+
+def show(
+    record: RecordArgument,
+    experiments: ExperimentsOption = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the markdown as is.")] = False,
+) -> None:
+    """Print a record's README (verdict, what changed, every gate's tables)."""
+    folder = find_record(_experiments(experiments), record)
+    readme = folder / README_FILE
+    if not readme.is_file():
+        found = read_record(folder)
+        raise RecordError(f"{folder}: no {README_FILE} yet (status {found.status})")
+    text = readme.read_text()
+    if raw:
+        out_console.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        out_console.print(Markdown(text))
+
+
+def verify_record(record: RecordArgument, experiments: ExperimentsOption = None) -> None:
+    """Recompute every verdict and table from the raw files; exit 1 listing any mismatch."""
+    folder = find_record(_experiments(experiments), record)
+    problems = verify(folder)
+    if problems:
+        listed = "\n".join(f"- {problem}" for problem in problems)
+        raise RecordError(f"{folder}: {len(problems)} problem(s):\n{listed}")
+    found = read_record(folder)
+    files = sum(len(stage.files) + 1 for stage in found.stages.values())
+    err_console.print(
+        f"{folder}: verified ({len(found.stages)} stages, {files} stage files, README recomputed)",
+        markup=False,
+        highlight=False,
+    )
+
+
+def compare(
+    record_a: RecordArgument,
+    record_b: RecordArgument,
+    experiments: ExperimentsOption = None,
+) -> None:
+    """Two records side by side: gates, benchmark points, determinism and boots."""
+    root = _experiments(experiments)
+    first = read_record(find_record(root, record_a))
+    second = read_record(find_record(root, record_b))
+    for title, header, rows in record_compare.sections(first, second):
+        table = Table(title=title)
+        for column in header:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(cell.replace("[", "\\[") for cell in row))
+        out_console.print(table)

@@ -1,0 +1,93 @@
+"""Read records back: one record, all records, the latest of a release, its determinism hashes.
+
+Readers never write. A folder without record.json is not a record; a record.json that does not
+parse is a RecordError naming the file, so a damaged record is never silently skipped by the
+flow that needs it (listing for people skips it and says so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from flows.errors import RecordError
+from flows.record.model import RECORD_FILE, Record
+
+
+def read_record(path: Path) -> Record:
+    """The record in folder `path` (or `path` itself when it is a record.json)."""
+    file = path if path.name == RECORD_FILE else path / RECORD_FILE
+    if not file.is_file():
+        raise RecordError(f"{file}: no such record (missing {RECORD_FILE})")
+    try:
+        return Record.model_validate_json(file.read_text())
+    except (ValidationError, ValueError) as error:
+        first = str(error).splitlines()[0]
+        raise RecordError(f"{file}: not a valid record: {first}") from error
+
+
+def list_records(experiments: Path) -> list[Record]:
+    """Every readable record under `experiments`, oldest first (damaged ones are skipped)."""
+    found: list[Record] = []
+    if not experiments.is_dir():
+        return found
+    for folder in sorted(experiments.iterdir()):
+        if not (folder / RECORD_FILE).is_file():
+            continue
+        try:
+            found.append(read_record(folder))
+        except RecordError:
+            continue
+    return sorted(found, key=lambda record: (record.created_at, record.name))
+
+
+def broken_records(experiments: Path) -> list[str]:
+    """Messages for folders whose record.json cannot be read (for listings to show)."""
+    problems: list[str] = []
+    if not experiments.is_dir():
+        return problems
+    for folder in sorted(experiments.iterdir()):
+        if (folder / RECORD_FILE).is_file():
+            try:
+                read_record(folder)
+            except RecordError as error:
+                problems.append(str(error))
+    return problems
+
+
+def latest_record(
+    experiments: Path, release_name: str, *, published_only: bool = True
+) -> Record | None:
+    """The newest record of a release (published ones only, unless told otherwise)."""
+    candidates = [
+        record
+        for record in list_records(experiments)
+        if record.release_name == release_name
+        and (record.status == "published" or not published_only)
+    ]
+    return candidates[-1] if candidates else None
+
+
+def record_hashes(record: Record) -> dict[str, Any] | None:
+    """The per-prompt determinism hashes of a record, for the next release's comparison."""
+    stage = record.stages.get("determinism")
+    if stage is None:
+        return None
+    hashes = stage.summary.get("hashes")
+    return dict(hashes) if isinstance(hashes, dict) and hashes else None
+
+
+def find_record(experiments: Path, ref: str) -> Path:
+    """A record folder from what a person types: a path, a folder name, or a release name."""
+    given = Path(ref)
+    for candidate in (given, experiments / ref):
+        if (candidate / RECORD_FILE).is_file() or (
+            candidate.name == RECORD_FILE and candidate.is_file()
+        ):
+            return candidate if candidate.is_dir() else candidate.parent
+    latest = latest_record(experiments, ref, published_only=False)
+    if latest is not None:
+        return experiments / latest.name
+    raise RecordError(f"{ref}: no record by that path, folder name or release in {experiments}")

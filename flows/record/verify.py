@@ -1,0 +1,213 @@
+"""Recompute a record from its raw files and list every way the record disagrees with them.
+
+`verify` trusts nothing the record says about itself: each stage's result.json must still have
+the SHA-256 taken when it was saved, each raw file it lists must exist unchanged, every verdict
+must follow from the figures (benchmark intervals, boot checks, determinism counts and hashes
+against the previous record, JUnit counts), the overall verdict must follow from the stages, and
+the README rendered again from the raw results must equal the README on disk. An empty list
+means the record verifies.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+from flows.errors import RecordError
+from flows.gates.base import GateResult
+from flows.record import tables
+from flows.record.atomic import sha256_file
+from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
+from flows.record.reader import list_records, read_record, record_hashes
+from flows.record.render import render_readme
+
+_BASE_FIELDS = set(GateResult.model_fields)
+
+
+def verify(path: Path) -> list[str]:
+    """Problems found recomputing the record in folder `path`; empty when it verifies."""
+    try:
+        record = read_record(path)
+    except RecordError as error:
+        return [str(error)]
+    problems: list[str] = []
+    if record.status != "published":
+        problems.append(f"{record.name}: not published (status {record.status})")
+    stages: dict[str, StageEntry] = {}
+    for stage, entry in record.stages.items():
+        found, raw = _check_stage(path, entry)
+        problems += found
+        if raw is not None:
+            stages[stage] = raw
+    rebuilt = record.model_copy(update={"stages": stages})
+    problems += _check_verdict(rebuilt)
+    problems += _check_files(path, "extra file", record.extras)
+    problems += _check_files(path, "plot", record.plots)
+    problems += _check_documents(path, record)
+    problems += _check_previous(path.parent, rebuilt)
+    problems += _check_readme(path, rebuilt)
+    return problems
+
+
+def _check_stage(root: Path, entry: StageEntry) -> tuple[list[str], StageEntry | None]:
+    """Problems of one stage, and its entry rebuilt from result.json (None if unreadable)."""
+    stage = entry.stage
+    file = root / entry.result.path
+    if not file.is_file():
+        return [f"{stage}: {entry.result.path} is missing"], None
+    problems: list[str] = []
+    if sha256_file(file) != entry.result.sha256:
+        problems.append(f"{stage}: {entry.result.path} was edited after it was saved")
+    try:
+        data = json.loads(file.read_text())
+        raw = GateResult.model_validate({k: v for k, v in data.items() if k in _BASE_FIELDS})
+    except ValueError as error:
+        return [*problems, f"{stage}: {entry.result.path} unreadable: {error}"], None
+    summary = json.loads(json.dumps(raw.model_dump(mode="json")["summary"]))
+    rebuilt = entry.model_copy(
+        update={
+            "outcome": raw.outcome.value,
+            "reason": raw.reason,
+            "started_at": raw.started_at,
+            "seconds": raw.seconds,
+            "summary": summary,
+        }
+    )
+    for field in ("outcome", "reason", "seconds", "summary"):
+        if getattr(rebuilt, field) != getattr(entry, field):
+            problems.append(f"{stage}: record.json's {field} differs from {entry.result.path}")
+    problems += _check_files(root, stage, entry.files)
+    problems += [
+        f"{stage}: evidence folder {item} is missing"
+        for item in entry.evidence
+        if not (root / item).exists() and not Path(item).exists()
+    ]
+    problems += tables.summary_problems(stage, summary, rebuilt.outcome)
+    if stage == "release_tests":
+        problems += _check_junit(root, entry.files, summary)
+    return problems, rebuilt
+
+
+def _check_files(root: Path, owner: str, entries: list[FileEntry]) -> list[str]:
+    problems = []
+    for entry in entries:
+        file = root / entry.path
+        if not file.is_file():
+            problems.append(f"{owner}: {entry.path} is missing")
+        elif sha256_file(file) != entry.sha256:
+            problems.append(f"{owner}: {entry.path} changed since it was saved (SHA-256)")
+    return problems
+
+
+def _check_documents(root: Path, record: Record) -> list[str]:
+    problems = []
+    for name, data in record.documents.items():
+        file = root / name
+        if file.is_file() and json.loads(file.read_text()) != data:
+            problems.append(f"{name}: differs from its copy in record.json")
+    return problems
+
+
+def _check_junit(root: Path, files: list[FileEntry], summary: dict[str, Any]) -> list[str]:
+    """Recount passed/failed/errors/skipped from the JUnit XML files the stage kept."""
+    reports = [
+        root / f.path for f in files if f.path.endswith(".xml") and (root / f.path).is_file()
+    ]
+    if not reports:
+        return []
+    counts = dict.fromkeys(tables.TEST_COUNTS, 0)
+    for report in reports:
+        try:
+            tree = ElementTree.parse(report)  # noqa: S314 - our own pytest output, not untrusted
+        except ElementTree.ParseError as error:
+            return [f"release_tests: {report.name} is not valid JUnit XML: {error}"]
+        for case in tree.iter("testcase"):
+            kinds = {child.tag for child in case}
+            key = (
+                "failed"
+                if "failure" in kinds
+                else "errors"
+                if "error" in kinds
+                else "skipped"
+                if "skipped" in kinds
+                else "passed"
+            )
+            counts[key] += 1
+    return tables.junit_problems(summary, counts)
+
+
+def _check_verdict(record: Record) -> list[str]:
+    if record.status != "published":
+        return []
+    failed = [s for s in record.stage_order if record.stages.get(s, None) is None] + [
+        s for s, e in record.stages.items() if e.outcome == "failed"
+    ]
+    if verdict_passes(record.verdict) and failed:
+        return [f"verdict {record.verdict!r}, but these gates failed or never ran: {failed}"]
+    if not verdict_passes(record.verdict) and not failed and record.stages:
+        return [f"verdict {record.verdict!r}, but every gate passed"]
+    return []
+
+
+def _check_previous(experiments: Path, record: Record) -> list[str]:
+    """Recount identical responses against the previous record's determinism hashes."""
+    stage = record.stages.get("determinism")
+    previous = _previous_record(experiments, record)
+    if stage is None or previous is None:
+        return []
+    against = stage.summary.get("against_previous") or {}
+    mine, theirs = stage.summary.get("hashes"), record_hashes(previous)
+    if against.get("mode") != "unchanged" or not isinstance(mine, dict) or theirs is None:
+        return []
+    identical, total = tables.hash_matches(mine, theirs)
+    if (identical, total) != (against.get("identical"), against.get("total")):
+        return [
+            (
+                f"determinism: against previous says {against.get('identical')}/"
+                f"{against.get('total')} identical, the hashes of {previous.name} give "
+                f"{identical}/{total}"
+            )
+        ]
+    return []
+
+
+def _previous_record(experiments: Path, record: Record) -> Record | None:
+    """The record compared with: named by folder, else the previous release's last one before."""
+    if not record.previous:
+        return None
+    folder = experiments / record.previous
+    if (folder / "record.json").is_file():
+        try:
+            return read_record(folder)
+        except RecordError:
+            return None
+    earlier = [
+        r
+        for r in list_records(experiments)
+        if r.release_name == record.previous
+        and r.status == "published"
+        and r.published_at is not None
+        and r.published_at <= record.created_at
+    ]
+    return earlier[-1] if earlier else None
+
+
+def _check_readme(root: Path, record: Record) -> list[str]:
+    file = root / README_FILE
+    if not file.is_file():
+        return [f"{README_FILE} is missing"]
+    expected, actual = render_readme(record), file.read_text()
+    if expected == actual:
+        return []
+    diff = [
+        line
+        for line in difflib.unified_diff(
+            expected.splitlines(), actual.splitlines(), "recomputed", README_FILE, n=0, lineterm=""
+        )
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    shown = "\n  ".join(diff[:8])
+    return [f"{README_FILE} differs from the README recomputed from the raw files:\n  {shown}"]
