@@ -55,6 +55,7 @@ def _scores(qkv, i, h, p, tables, t0, k_cache, scores):  # noqa: PLR0917
 
 @nb.njit(cache=True, nogil=True)
 def kernel(qkv, positions, tables, table_start, k_cache, v_cache, out):  # noqa: PLR0917
+    """out[i] = softmax(q_i . k_0..p / sqrt(d)) v_0..p per local head, after caching k, v."""
     _write_kv(qkv, positions, tables, table_start, k_cache, v_cache)
     rows = qkv.shape[0]
     scores = np.empty(positions.max() + 1 if rows > 0 else 1, dtype=np.float32)

@@ -9,6 +9,7 @@ D = 128
 
 @nb.njit(cache=True, nogil=True)
 def kernel(tokens, table, out):
+    """out[i] = table[tokens[i]]."""
     for i in range(tokens.shape[0]):
         t = tokens[i]
         for k in range(D):

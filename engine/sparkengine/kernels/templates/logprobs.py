@@ -12,6 +12,7 @@ V = 100
 
 @nb.njit(cache=True, nogil=True)
 def kernel(logits, out):
+    """out[i] = log_softmax(logits[i])."""
     for i in range(logits.shape[0]):
         best = logits[i, 0]
         for j in range(1, V):

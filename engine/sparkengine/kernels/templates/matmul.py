@@ -16,6 +16,7 @@ N = 128
 
 @nb.njit(cache=True, nogil=True)
 def kernel(x, w, out, batch_variant):
+    """out = x @ w, one row at a time."""
     rows = x.shape[0]
     acc = np.empty(N, dtype=np.float32)
     for i in range(rows):

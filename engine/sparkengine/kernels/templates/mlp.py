@@ -60,6 +60,7 @@ def _reference_row(xrow, w_gate, w_up, w_down, gate, acc):  # noqa: PLR0917
 
 @nb.njit(cache=True, nogil=True)
 def kernel(x, w_gate, w_up, w_down, out):
+    """out = (silu(x Wg) * (x Wu)) Wd for this rank's columns, one row at a time."""
     gate = np.empty(F, dtype=np.float32)
     up = np.empty(F, dtype=np.float32)
     acc = np.empty(D, dtype=np.float32)

@@ -9,6 +9,7 @@ D = 128
 
 @nb.njit(cache=True, nogil=True)
 def kernel(x, y):
+    """x += y."""
     for i in range(x.shape[0]):
         for k in range(D):
             x[i, k] += y[i, k]

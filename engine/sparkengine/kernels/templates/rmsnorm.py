@@ -12,6 +12,7 @@ EPS = 1e-5
 
 @nb.njit(cache=True, nogil=True)
 def kernel(x, weight, out):
+    """out[i] = x[i] / rms(x[i]) * weight."""
     for i in range(x.shape[0]):
         acc = 0.0
         for k in range(D):

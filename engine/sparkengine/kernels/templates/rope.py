@@ -11,6 +11,7 @@ HALF = HEAD_DIM // 2
 
 @nb.njit(cache=True, nogil=True)
 def kernel(qkv, positions, cos, sin):
+    """Rotate the q and k heads of each row by its position."""
     for i in range(qkv.shape[0]):
         p = positions[i]
         for part in range(2):  # 0: q, 1: k
