@@ -184,7 +184,10 @@ class HeadListener:
         links = {}
         for rank, state in self.peers.items():
             assert state.link is not None
-            state.link.send(Msg.GO)
+            try:
+                state.link.send(Msg.GO)
+            except OSError as exc:
+                raise PeerFailureError(rank, f"died at the rendezvous ({exc})") from None
             links[rank] = state.link
         deadline = time.monotonic() + ack_timeout
         for rank, state in self.peers.items():
