@@ -270,7 +270,10 @@ class WorkerLink:
                 events.emit("waiting", missing=[0], phases={"0": head.describe()})
                 last_event = time.monotonic()
         self.heartbeats.stop()
-        self.link.send(Msg.ACK)
+        try:
+            self.link.send(Msg.ACK)
+        except OSError as exc:
+            raise PeerFailureError(0, f"died at the rendezvous ({exc})") from None
         return Group(self.rank, nnodes, {0: self.link}, timeout)
 
 
