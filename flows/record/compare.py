@@ -48,8 +48,8 @@ def _gates(first: Record, second: Record) -> Section:
 
 
 def _benchmark(first: Record, second: Record) -> Section:
-    a = _by(_summary(first, "benchmark").get("points"), "point")
-    b = _by(_summary(second, "benchmark").get("points"), "point")
+    a = _points(_summary(first, "benchmark"))
+    b = _points(_summary(second, "benchmark"))
     rows = [[name, _point(a.get(name)), _point(b.get(name))] for name in _names(a, b)]
     return (
         "benchmark: candidate (change [interval], verdict)",
@@ -58,12 +58,20 @@ def _benchmark(first: Record, second: Record) -> Section:
     )
 
 
+def _points(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Benchmark rows by point and metric (a point may gate several metrics)."""
+    return {
+        f"{p.get('point')} {p.get('unit', '')}".strip(): p
+        for p in summary.get("points") or []
+        if isinstance(p, Mapping)
+    }
+
+
 def _point(point: Mapping[str, Any] | None) -> str:
     if point is None:
         return tables.DASH
-    unit = str(point.get("unit", ""))
     return (
-        f"{tables.number(point.get('candidate'), unit)} ({tables.signed_pct(point.get('change'))} "
+        f"{tables.number(point.get('candidate'))} ({tables.signed_pct(point.get('change'))} "
         f"{tables.interval(point.get('low'), point.get('high'))}, {point.get('verdict')})"
     )
 

@@ -1,9 +1,9 @@
 """PNG plots linked from a record's README: benchmark changes with intervals, boot timelines.
 
 Drawn with matplotlib's Agg backend from the stage summaries alone, so any record can be
-re-plotted. The boot timeline is drawn only when the cold-boots summary carries per-rank phase
-times (`boots[].ranks[]` with `rank` and `phases`, as flows.cluster.timeline.RankTimeline
-dumps them).
+re-plotted. The boot timeline is drawn when the cold-boots summary carries per-rank figures
+(`boots[].ranks[]`): phase times (`phases`, as flows.cluster.timeline.RankTimeline dumps them)
+where present, else each rank's preparation and liveness wait as stacked bars.
 """
 
 from __future__ import annotations
@@ -43,8 +43,13 @@ def _boot_ranks(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]
         (str(boot.get("mode")), rank)
         for boot in summary.get("boots", [])
         for rank in boot.get("ranks") or []
-        if isinstance(rank, Mapping) and isinstance(rank.get("phases"), Mapping)
+        if isinstance(rank, Mapping)
+        and (isinstance(rank.get("phases"), Mapping) or _seconds(rank.get("prepare_s")))
     ]
+
+
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _pyplot() -> Any:
@@ -68,7 +73,8 @@ def plot_benchmark(summary: Mapping[str, Any], path: Path) -> Path:
     tol = tolerance_pct(summary.get("tolerance", 0.03))
     ax.axvline(0, color="black", linewidth=0.8)
     ax.axvspan(-tol, tol, color="grey", alpha=0.15, label=f"±{tol:g}% tolerance")
-    ax.set_yticks(range(len(points)), [str(p.get("point")) for p in points], fontsize=7)
+    labels = [f"{p.get('point')} {p.get('unit', '')}" for p in points]
+    ax.set_yticks(range(len(points)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("candidate change against previous, % (95% interval)")
     ax.legend(loc="lower right", fontsize=7)
@@ -76,30 +82,38 @@ def plot_benchmark(summary: Mapping[str, Any], path: Path) -> Path:
 
 
 def plot_boots(summary: Mapping[str, Any], path: Path) -> Path:
-    """One bar per boot and rank from boot start to each phase, phases marked."""
+    """One bar per boot and rank: phases since boot start, or preparation then liveness wait."""
     plt = _pyplot()
     ranks = _boot_ranks(summary)
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(ranks) + 1.5))
-    labels = []
-    for y, (mode, rank) in enumerate(ranks):
-        phases = {k: float(v) for k, v in rank["phases"].items() if isinstance(v, int | float)}
-        end = max(phases.values(), default=0.0)
-        ax.barh(y, end, color="tab:blue", alpha=0.3)
-        for name, seconds in sorted(phases.items(), key=lambda item: item[1]):
-            ax.plot(seconds, y, "|", markersize=12, color="black")
-            ax.annotate(
-                name,
-                (seconds, y),
-                fontsize=6,
-                rotation=30,
-                xytext=(2, 4),
-                textcoords="offset points",
-            )
-        labels.append(f"{mode} rank {rank.get('rank')}")
-    ax.set_yticks(range(len(ranks)), labels, fontsize=7)
+    for y, (_mode, rank) in enumerate(ranks):
+        phases = rank.get("phases")
+        if isinstance(phases, Mapping):
+            _phase_bar(ax, y, phases)
+            continue
+        prepare, wait = _seconds(rank.get("prepare_s")), _seconds(rank.get("liveness_wait_s"))
+        ax.barh(y, prepare, color="tab:blue", label="preparation" if y == 0 else None)
+        ax.barh(
+            y, wait, left=prepare, color="tab:orange", label="liveness wait" if y == 0 else None
+        )
+    ax.set_yticks(
+        range(len(ranks)), [f"{mode} rank {r.get('rank')}" for mode, r in ranks], fontsize=7
+    )
     ax.invert_yaxis()
-    ax.set_xlabel("seconds since boot start")
+    ax.set_xlabel("seconds")
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(loc="lower right", fontsize=7)
     return _save(plt, fig, path)
+
+
+def _phase_bar(ax: Any, y: int, phases: Mapping[str, Any]) -> None:
+    times = {name: _seconds(value) for name, value in phases.items()}
+    ax.barh(y, max(times.values(), default=0.0), color="tab:blue", alpha=0.3)
+    for name, seconds in sorted(times.items(), key=lambda item: item[1]):
+        ax.plot(seconds, y, "|", markersize=12, color="black")
+        ax.annotate(
+            name, (seconds, y), fontsize=6, rotation=30, xytext=(2, 4), textcoords="offset points"
+        )
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:

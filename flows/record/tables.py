@@ -81,12 +81,12 @@ def bench_rows(summary: Mapping[str, Any]) -> list[Row]:
             detail = f"**{signed_pct(change)}** {span}"
         else:
             detail = f"{verdict}: {signed_pct(change)} {span}"
-        candidate = f"{number(point.get('candidate'), unit)} ({detail})"
+        candidate = f"{number(point.get('candidate'))} ({detail})"
         direction = "higher is better" if point.get("higher_is_better", True) else "lower is better"
         rows.append(
             [
-                f"{point.get('point', '?')} ({direction})",
-                number(point.get("previous"), unit),
+                f"{point.get('point', '?')} ({unit}, {direction})",
+                number(point.get("previous")),
                 candidate,
                 verdict,
             ]
@@ -106,7 +106,8 @@ def bench_headline(summary: Mapping[str, Any]) -> str:
     counting = [p for p in points if p.get("verdict") in COUNTING and _is_number(p.get("change"))]
     if counting:
         top = max(counting, key=lambda p: abs(float(p["change"])))
-        text += f"; {top.get('verdict')} {top.get('point')} {signed_pct(top['change'])}"
+        name = f"{top.get('point')} {top.get('unit', '')}".strip()
+        text += f"; {top.get('verdict')} {name} {signed_pct(top['change'])}"
     return text
 
 
@@ -165,7 +166,9 @@ def boot_detail_rows(summary: Mapping[str, Any]) -> list[Row]:
 
 def boot_failures(boot: Mapping[str, Any]) -> list[str]:
     """Why one boot fails the gate: no ready time, compiles after preparation, a changed output."""
-    reasons: list[str] = []
+    reasons: list[str] = [f"error: {boot['error']}"] if boot.get("error") else []
+    if boot.get("passed") is False:
+        reasons.append("marked failed by the gate")
     if not _is_number(boot.get("ready_s")):
         reasons.append("never ready")
     compiles = boot.get("compiles_after_preparation")

@@ -119,14 +119,17 @@ def boots_result(out: Path) -> GateResult:
             "compiles_after_preparation": 0,
             "spot_check": "identical",
             "what_happened": f"{compiled} kernels compiled before the rendezvous",
+            "passed": True,
+            "error": None,
             "ranks": [
                 {
                     "rank": r,
-                    "phases": {
-                        "weights_loaded": 0.5,
-                        "kernels_prepared": ready / 2,
-                        "ready": ready,
-                    },
+                    "node": f"local{r}",
+                    "prepare_s": ready / 2,
+                    "kernels": 6,
+                    "compiled": compiled // 2,
+                    "cached": 6 - compiled // 2,
+                    "liveness_wait_s": 0.4,
                 }
                 for r in (0, 1)
             ],
@@ -156,8 +159,8 @@ def bench_result(out: Path) -> GateResult:
     (out / "compare.json").write_text("{}\n")
     points = [
         {
-            "point": "decode/prose-c1 step_ms",
-            "unit": "ms",
+            "point": "decode/prose-c1",
+            "unit": "step_ms",
             "higher_is_better": False,
             "previous": 40.84,
             "candidate": 38.21,
@@ -167,8 +170,8 @@ def bench_result(out: Path) -> GateResult:
             "verdict": "faster",
         },
         {
-            "point": "prefill/2k tok/s",
-            "unit": "tok/s",
+            "point": "prefill/2k",
+            "unit": "prefill_tps",
             "higher_is_better": True,
             "previous": 4033.5,
             "candidate": 4040.1,

@@ -1,0 +1,164 @@
+"""README, index and table readings: the lines a reviewer reads, and verdicts recomputed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from flows.record import read_record, render_index, render_readme, write_index
+from flows.record.model import Record, StageEntry
+from flows.record.tables import bench_problems, bench_verdict, boots_problems, tolerance_pct
+from flows.record.writer import RecordWriter
+
+
+def test_readme_reads_verdict_first_and_every_table(
+    published: Callable[..., RecordWriter],
+) -> None:
+    text = (published().path / "README.md").read_text()
+    lines = text.splitlines()
+    assert lines[0] == "# r2: passed"
+    assert lines[2].startswith("**Verdict: passed.** Release `r2` on cluster `local`")
+    expected = [
+        "| release_tests | passed | 3 passed, 0 failed | 5.50 s |",
+        "- Previous: `r1`",
+        (
+            "- Declared outputs: unchanged (outputs must equal the previous release's, token for "
+            "token)"
+        ),
+        "- Engine options: `mlp_kernel=fused`",
+        "| workload | previous | candidate (change [95% interval]) | verdict |",
+        (
+            "| decode/prose-c1 (step_ms, lower is better) | 40.84 | 38.21 (**-6.4%** [-9.9, -3.6]) "
+            "| faster |"
+        ),
+        (
+            "| prefill/2k (prefill_tps, higher is better) | 4,033.5 | 4,040.1 (level: +0.2% "
+            "[-1.1, +1.4]) | level |"
+        ),
+        "| boot | ready | what happened |",
+        "| all-kernels | 7.25 s | 12 kernels compiled before the rendezvous |",
+        "| scenario | identical | first difference |",
+        "| staggered | 4/4 | — |",
+        "Against r1 (outputs declared unchanged): 4/4 responses identical, tokens and logprobs.",
+        "3 passed, 0 failed, 0 errors, 1 skipped in 0.400 s on local0",
+        "| tests/test_gpu_only.py | needs a GPU the CI lacks |",
+        "![benchmark](plots/benchmark.png)",
+        "![boots](plots/boots.png)",
+        "- Hosts: local0, local1",
+    ]
+    for line in expected:
+        assert line in lines, line
+    order = [
+        text.index(title)
+        for title in (
+            "## What changed",
+            "## Release tests",
+            "## Determinism",
+            "## Cold boots",
+            "## Benchmark",
+        )
+    ]
+    assert order == sorted(order)
+
+
+def _record(stages: dict[str, dict[str, Any]], *, verdict: str = "failed at determinism") -> Record:
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+    entries = {
+        name: StageEntry.model_validate(
+            {
+                "stage": name,
+                "outcome": data.pop("outcome"),
+                "reason": "why",
+                "started_at": now,
+                "seconds": 1.0,
+                "result": {"path": f"{name}/result.json", "sha256": "0" * 64, "bytes": 1},
+                "result_type": "flows.gates.base:GateResult",
+                "summary": data,
+            }
+        )
+        for name, data in stages.items()
+    }
+    return Record(
+        name="2026-12-02-r3", status="published", release_name="r3",
+        release={"outputs": {"change": "changed", "reason": "new sampler"}},
+        cluster_name="local", cluster={}, previous="r2", build_digest="sha256:x",
+        stages=entries, stage_order=["release_tests", "determinism", "cold_boots", "benchmark"],
+        verdict=verdict, created_at=now, updated_at=now, published_at=now,
+    )  # fmt: skip
+
+
+def test_readme_shows_failures_differences_and_gates_not_run() -> None:
+    determinism = {
+        "outcome": "failed",
+        "prompts": 4,
+        "scenarios": [
+            {"name": "all-at-once", "identical": 3, "differing": 1,
+             "first_difference": {"prompt": "p2", "index": 7}},
+        ],
+        "against_previous": {"mode": "changed", "identical": 1, "total": 4,
+                             "top_token_agreement": 0.875, "reason": "new sampler"},
+    }  # fmt: skip
+    tests = {
+        "outcome": "passed", "passed": 1, "failed": 0, "errors": 0, "skipped": 0, "seconds": 1.0,
+        "files": [{"file": "tests/test_x.py", "outcome": "passed", "tests": 1, "seconds": 1.0}],
+        "excluded": [], "node": "local0",
+    }  # fmt: skip
+    lines = render_readme(_record({"release_tests": tests, "determinism": determinism}))
+    assert lines.startswith("# r3: failed at determinism\n")
+    assert "- Declared outputs: changed (new sampler)" in lines
+    assert "| all-at-once | 3/4 | prompt p2, token 7 |" in lines
+    assert (
+        "Against r2 (outputs declared changed: new sampler): 1/4 responses identical, "
+        "top-token agreement 87.5%." in lines
+    )
+    assert "## Cold boots\n\nNot run." in lines
+    assert "| benchmark | not run |  | — |" in lines
+
+
+def test_bench_verdicts_are_recomputed_from_intervals() -> None:
+    point = {"higher_is_better": True, "low": -2.0, "high": 1.0}
+    assert bench_verdict(point, 0.03) == "level"
+    assert bench_verdict({**point, "low": 0.5}, 0.03) == "faster"
+    assert bench_verdict({**point, "low": -8.0, "high": -4.0}, 0.03) == "slower"
+    assert bench_verdict({**point, "low": -4.0}, 0.03) == "inconclusive"
+    assert bench_verdict({"higher_is_better": False, "low": 4.0, "high": 8.0}, 0.03) == "slower"
+    assert bench_verdict({"higher_is_better": True, "low": None, "high": None}, 0.03) == (
+        "inconclusive"
+    )
+    assert abs(tolerance_pct(0.03) - 3.0) < 1e-9
+    assert tolerance_pct(3.0) == 3.0
+    summary = {"tolerance": 0.03, "points": [{**point, "point": "x", "verdict": "faster"}]}
+    assert bench_problems(summary, "failed") == [
+        (
+            "benchmark: x: verdict 'faster', but its interval [-2.0, +1.0] at tolerance 3% "
+            "gives 'level'"
+        )
+    ]
+
+
+def test_a_passed_outcome_with_a_failing_boot_is_a_problem() -> None:
+    boots = {"boots": [{"mode": "all-jit", "ready_s": 5.0, "compiles_after_preparation": 2,
+                        "spot_check": "identical"}]}  # fmt: skip
+    assert boots_problems(boots, "passed") == [
+        "cold_boots: outcome passed, but boot all-jit: 2 compiles after preparation"
+    ]
+    assert boots_problems(boots, "failed") == []
+
+
+def test_index_lists_published_records_newest_first(
+    published: Callable[..., RecordWriter],
+) -> None:
+    first = published()
+    second = published(digest="sha256:bbb")
+    path = write_index(first.path.parent)
+    text = path.read_text()
+    assert path.name == "README.md"
+    assert text.index(f"[{second.path.name}]") < text.index(f"[{first.path.name}]")
+    assert (
+        "| 2026-12-02 | [2026-12-02-r2](2026-12-02-r2/README.md) | r2 | r1 | passed: 3 passed, "
+        "0 failed | passed: 5/5 scenarios identical; vs previous 4/4 |" in text
+    )
+    assert "passed: 1 faster, 1 level; faster decode/prose-c1 step_ms -6.4% | passed |" in text
+    assert "No published records yet." in render_index([])
+    assert read_record(first.path).status == "published"
