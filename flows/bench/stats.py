@@ -256,7 +256,7 @@ class ArmEstimate(BaseModel):
     within_high_pct: float | None = Field(description="within-arm interval, None if n < 2")
     boot_df: float = Field(description="degrees of freedom of the arm-level variance")
     arms: int = Field(description="number of arms used")
-    ledger_gaps: int = Field(description="number of A/A ledger gaps pooled in")
+    ledger_gaps: int = Field(description="A/A gaps pooled in (ledger, plus the session's own)")
     verdict: Verdict = Field(description="non-inferiority verdict at the tolerance")
     tolerance_pct: float = Field(description="practical floor used for the verdict")
 
@@ -295,6 +295,17 @@ def _within_variance(arms: Sequence[Arm], weights: np.ndarray) -> tuple[float, f
     return total, total**2 / denominator
 
 
+def _own_gap(arms: Sequence[Arm], y: np.ndarray, own_df: int) -> list[float]:
+    """The session's own A/A gap (C1 vs C2 of C1, P, C2) when the arms leave no residual df.
+
+    It is independent of D (the drift-cancelling contrast) and overstates boot noise when
+    there is drift, so pooling it with the ledger keeps the interval valid (t1 without ledger).
+    """
+    if own_df == 0 and len(arms) == 3 and arms[0].candidate == arms[2].candidate:
+        return [float(y[0] - y[2])]
+    return []
+
+
 def estimate_arms(
     arms: Sequence[Arm],
     *,
@@ -324,7 +335,7 @@ def estimate_arms(
     d = float(weights @ y)
     residuals = y - design @ (inverse @ design.T @ y)
     own_df = len(arms) - design.shape[1]
-    gaps = np.asarray(ledger_gaps, dtype=float)
+    gaps = np.asarray([*ledger_gaps, *_own_gap(arms, y, own_df)], dtype=float)
     boot_df = float(own_df + len(gaps))
     boot: tuple[float, float] | None = None
     if boot_df >= 1:

@@ -161,7 +161,8 @@ def test_session_decision_adds_arms_until_decided_then_fails_inconclusive(tmp_pa
     c1, p, c2 = (read_arm(Path(x)) for x in _session(tmp_path, 1.0))
     two = compare_arms([c1], [p])
     assert session_decision(two, arms_run=2, max_arms=7) is Decision.ADD_CANDIDATE
-    three = compare_arms([c1, c2], [p])
+    wide = _arm("c2w", [41.6, 41.8, 41.5, 41.7], [24.0, 24.1, 23.9, 24.0])  # C2 4 % off C1
+    three = compare_arms([c1, wide], [p])
     assert session_decision(three, arms_run=3, max_arms=7) is Decision.ADD_PREVIOUS
     assert session_decision(three, arms_run=7, max_arms=7) is Decision.FAIL_INCONCLUSIVE
     slow = [read_arm(Path(x)) for x in _session(tmp_path / "slow", 1.2)]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from flows.bench.montecarlo import false_positive_limit, simulate
+from flows.bench.montecarlo import SimulationSettings, false_positive_limit, simulate
 from flows.bench.stats import (
     Arm,
     Described,
@@ -110,7 +110,10 @@ def test_non_inferiority_verdicts(low: float, high: float, higher: bool, verdict
 
 
 def test_cpc_estimate_cancels_linear_drift_and_uses_the_ledger() -> None:
-    """D = (log C1 + log C2)/2 - log P; interval D +- t_K * sqrt(3/4) * RMS(gaps)."""
+    """D = (log C1 + log C2)/2 - log P; interval D +- t_K * sqrt(3/4) * RMS(gaps).
+
+    The gaps are the ledger's plus the session's own C1 - C2 (drift makes it conservative).
+    """
     c1, p, c2 = [100.0, 100.0], [98.0, 98.0], [104.0, 104.0]  # drift +2 per arm, no change
     gaps = [0.01, -0.02, 0.015, -0.005]
     est = estimate_arms(
@@ -124,15 +127,30 @@ def test_cpc_estimate_cancels_linear_drift_and_uses_the_ledger() -> None:
     )
     d = (math.log(100) + math.log(104)) / 2 - math.log(98)
     assert est.change_pct == pytest.approx(100 * math.expm1(d))
-    rms = math.sqrt(np.mean(np.square(gaps)))
-    half = t975(4) * math.sqrt(0.75) * rms
+    pooled = [*gaps, math.log(100 / 104)]
+    rms = math.sqrt(np.mean(np.square(pooled)))
+    half = t975(5) * math.sqrt(0.75) * rms
     assert est.boot_low_pct == pytest.approx(100 * math.expm1(d - half))
     assert est.boot_high_pct == pytest.approx(100 * math.expm1(d + half))
-    assert est.boot_df == 4
+    assert est.boot_df == 5
 
 
-def test_three_arms_without_ledger_are_inconclusive() -> None:
-    arms = [Arm(candidate=c, values=[100.0, 101.0]) for c in (True, False, True)]
+def test_three_arms_without_ledger_use_their_own_gap_with_one_df() -> None:
+    """C1, P, C2 alone: D +- t(1) * sqrt(3/4) * |C1 - C2|, honest but wide."""
+    c1, p, c2 = [100.0, 100.5], [100.0, 100.5], [103.0, 103.5]
+    arms = [Arm(candidate=c, values=v) for c, v in ((True, c1), (False, p), (True, c2))]
+    est = estimate_arms(arms, higher_is_better=True)
+    a = math.log(100.25 / 103.25)
+    d = (math.log(100.25) + math.log(103.25)) / 2 - math.log(100.25)
+    half = t975(1) * math.sqrt(0.75) * abs(a)
+    assert est.boot_df == 1
+    assert est.boot_low_pct == pytest.approx(100 * math.expm1(d - half))
+    assert est.boot_high_pct == pytest.approx(100 * math.expm1(d + half))
+    assert est.verdict is Verdict.INCONCLUSIVE  # [-27 %, +38 %]
+
+
+def test_two_arms_without_ledger_cannot_see_boot_noise() -> None:
+    arms = [Arm(candidate=c, values=[100.0, 101.0]) for c in (True, False)]
     est = estimate_arms(arms, higher_is_better=True)
     assert est.verdict is Verdict.INCONCLUSIVE
     assert est.low_pct is None
@@ -180,3 +198,13 @@ def test_monte_carlo_gate_rarely_passes_a_slowdown_at_the_tolerance() -> None:
     assert at_tolerance.passed <= false_positive_limit(sessions, nominal=0.025)
     power = simulate(0.0, 0.03, sessions, rng)
     assert power.declared_change > 0.9
+
+
+def test_monte_carlo_without_a_ledger_stays_honest() -> None:
+    """C1, P, C2 alone (own gap, t with 1 df): false positives <= 5 % at 1 % boot noise."""
+    sessions = 1500
+    rates = simulate(
+        0.01, 0.0, sessions, np.random.default_rng(5), SimulationSettings(ledger_gaps=0)
+    )
+    assert rates.declared_change <= false_positive_limit(sessions)
+    assert rates.passed < 0.5  # mostly inconclusive: one df says little
