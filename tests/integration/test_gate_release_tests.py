@@ -1,0 +1,138 @@
+"""The release-tests gate on a private local cluster: the real build, the node's env, pytest.
+
+Each test trims the classification to a few fast gate files (the others excluded with a reason)
+so the set stays within minutes on a small machine; the selection still sees the whole tree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.cluster.transport.local import LocalTransport
+from flows.gates.base import GateContext, Outcome
+from flows.gates.release_tests import run_release_tests
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import Release, ReleaseTestsGate
+
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FAST = {"tests/test_engine_tokenizer.py", "tests/test_engine_scheduler.py"}
+ENGINE_FILES = sorted(p.relative_to(ROOT / "engine").as_posix()
+                      for p in (ROOT / "engine/tests").glob("test_*.py"))  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def gate_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private state folder whose build cache is the project's (wheelhouse downloaded once)."""
+    state = tmp_path_factory.mktemp("state")
+    shared = ROOT / ".sparkgate" / "build-cache"
+    shared.mkdir(parents=True, exist_ok=True)
+    (state / "build-cache").symlink_to(shared, target_is_directory=True)
+    return state
+
+
+def trimmed(base: Path, folder: Path, root: Path | None = None) -> Path:
+    """A classification extending `base` with only the FAST engine files kept as gate files."""
+    files = {
+        name: {"gate": False, "excluded": True, "reason": "trimmed for the gate's own test"}
+        for name in ENGINE_FILES
+        if name not in FAST
+    }
+    overlay: dict[str, object] = {"files": files}
+    if root is not None:
+        overlay["root"] = str(root)
+    path = folder / "release-tests.yaml"
+    path.write_text(yaml.safe_dump({"extends": str(base), "set": overlay}))
+    return path
+
+
+def _context(
+    cluster: Cluster, release: Release, transports: dict[str, LocalTransport], state: Path
+) -> GateContext:
+    lines: list[str] = []
+    return GateContext(
+        cluster=cluster, release=release, previous=None, transports=dict(transports),
+        state=state, experiments=state / "experiments", progress=lines.append,
+    )  # fmt: skip
+
+
+def test_r1_release_tests_pass_with_per_file_results(
+    local_cluster: Cluster,
+    release_r1: Release,
+    transports: dict[str, LocalTransport],
+    gate_state: Path,
+    tmp_path: Path,
+) -> None:
+    settings = ReleaseTestsGate(
+        classification=trimmed(ROOT / "config/release-tests.yaml", tmp_path), timeout_s=600
+    )
+    out = tmp_path / "out"
+    result = run_release_tests(_context(local_cluster, release_r1, transports, gate_state),
+                               settings, out)  # fmt: skip
+    assert result.outcome == Outcome.PASSED, result.reason
+    summary = result.summary
+    assert summary["node"] == local_cluster.head.name
+    assert summary["failed"] == summary["errors"] == 0
+    assert summary["passed"] > 0
+    assert {f["file"] for f in summary["files"]} == FAST
+    assert all(f["outcome"] == "passed" and f["tests"] > 0 for f in summary["files"])
+    excluded = {e["file"]: e["reason"] for e in summary["excluded"]}
+    assert "tests/test_engine_determinism.py" in excluded
+    assert set(excluded) | FAST == set(ENGINE_FILES)
+    assert {"junit.xml", "pytest.txt", "selection.json"} <= set(result.files)
+    assert "<testsuite" in (out / "junit.xml").read_text()
+    selection = json.loads((out / "selection.json").read_text())
+    assert selection["unclassified"] == []
+    assert selection["changed"] == []
+
+
+def test_an_unclassified_file_fails_the_gate_naming_it(
+    local_cluster: Cluster,
+    release_r1: Release,
+    transports: dict[str, LocalTransport],
+    gate_state: Path,
+    tmp_path: Path,
+) -> None:
+    overlay = tmp_path / "overlay"
+    (overlay / "tests").mkdir(parents=True)
+    (overlay / "tests/test_brand_new.py").write_text("def test_new() -> None:\n    assert True\n")
+    settings = ReleaseTestsGate(
+        classification=trimmed(ROOT / "config/release-tests.yaml", tmp_path, root=overlay)
+    )
+    out = tmp_path / "out"
+    result = run_release_tests(_context(local_cluster, release_r1, transports, gate_state),
+                               settings, out)  # fmt: skip
+    assert result.outcome == Outcome.FAILED
+    assert "tests/test_brand_new.py" in result.reason
+    assert "unclassified" in result.reason
+    assert result.summary["unclassified"] == ["tests/test_brand_new.py"]
+    assert not (out / "junit.xml").exists()  # nothing ran: the stage stops at the selection
+
+
+def test_the_failing_test_release_fails_on_its_own_test_only(
+    local_cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    gate_state: Path,
+    tmp_path: Path,
+) -> None:
+    release = load_model(ROOT / "releases/faulty/failing-test.yaml", Release)
+    shipped = release.gates.release_tests.classification
+    settings = ReleaseTestsGate(classification=trimmed(shipped, tmp_path))
+    out = tmp_path / "out"
+    result = run_release_tests(_context(local_cluster, release, transports, gate_state),
+                               settings, out)  # fmt: skip
+    assert result.outcome == Outcome.FAILED
+    assert "tests/test_release_accents.py failed" in result.reason
+    assert "test_accented_latin_text_round_trips" in result.reason
+    outcomes = {f["file"]: f["outcome"] for f in result.summary["files"]}
+    assert outcomes == {**dict.fromkeys(FAST, "passed"), "tests/test_release_accents.py": "failed"}
+    assert result.summary["changed"] == ["tests/test_release_accents.py"]
+    assert result.summary["failed"] == 1
+    assert "test_accented_latin_text_round_trips" in (out / "pytest.txt").read_text()
