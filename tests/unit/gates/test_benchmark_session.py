@@ -1,0 +1,188 @@
+"""The benchmark gate's session logic on synthetic arms: order, added arms, verdicts, files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.bench.compare import Comparison, Decision, compare_arms
+from flows.bench.ledger import Ledger
+from flows.bench.report import ArmReport, Point, Sample
+from flows.gates import benchmark
+from flows.gates.base import GateContext, Outcome
+from flows.gates.benchmark import (
+    Role,
+    order_problem,
+    points_summary,
+    reason_for,
+    run_benchmark,
+    run_session,
+)
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import BenchmarkGate, Release
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def arm(label: str, tps: float, ttft: float, spread: float = 0.002) -> ArmReport:
+    """One arm with two gated points, three samples each around the given levels."""
+    factors = (1 - spread, 1.0, 1 + spread)
+    return ArmReport(
+        label=label, source="sparkgate", url="http://127.0.0.1:1", suite="tiny",
+        started_utc="2026-12-02T00:00:00+00:00",
+        points={
+            "streams/c2": Point(workload="closed_loop", gate=["tps"],
+                                samples=[Sample(metrics={"tps": tps * f}) for f in factors]),
+            "single/p": Point(workload="single_stream", gate=["ttft_p50_s"],
+                              samples=[Sample(metrics={"ttft_p50_s": ttft * f}) for f in factors]),
+        },
+    )  # fmt: skip
+
+
+class Bench:
+    """A fake cluster: the level of each arm comes from a list, in the order arms are run."""
+
+    def __init__(self, candidate: list[float], previous: list[float]) -> None:
+        self.levels: dict[Role, list[float]] = {"candidate": candidate, "previous": previous}
+        self.ran: list[tuple[int, Role]] = []
+
+    def measure(self, index: int, role: Role) -> ArmReport:
+        level = self.levels[role][sum(1 for _, r in self.ran if r == role)]
+        self.ran.append((index, role))
+        return arm(f"{index}-{role}", tps=100 * level, ttft=0.2 / level)
+
+
+def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
+    return compare_arms(new, old, tolerance_pct=3.0)
+
+
+FIRST: list[Role] = ["candidate", "previous", "candidate"]
+
+
+def test_only_alternating_orders_starting_with_the_candidate_are_accepted() -> None:
+    assert order_problem(["candidate", "previous", "candidate"]) is None
+    assert order_problem(["candidate", "previous", "candidate", "previous", "candidate"]) is None
+    problem = order_problem(["previous", "candidate", "candidate"])
+    assert problem is not None
+    assert "alternate" in problem
+
+
+def test_a_clearly_slower_candidate_fails_as_slower() -> None:
+    bench = Bench(candidate=[0.80] * 7, previous=[1.0] * 7)
+    session = run_session(FIRST, 7, bench.measure, compare)
+    assert session.decision is Decision.FAIL_SLOWER
+    assert session.roles[:3] == FIRST
+    rows = points_summary(session)
+    assert {row["verdict"] for row in rows} == {"slower"}
+    reason = reason_for(session, 3.0, 7)
+    assert reason.startswith("slower beyond 3%")
+    assert "streams/c2 tps" in reason
+
+
+def test_a_level_candidate_passes_and_arms_keep_alternating() -> None:
+    bench = Bench(candidate=[1.0, 1.001, 0.999, 1.0], previous=[1.0005, 0.9995, 1.0])
+    session = run_session(FIRST, 7, bench.measure, compare)
+    assert session.decision is Decision.PASS
+    expected = ["candidate" if i % 2 == 0 else "previous" for i in range(len(session.roles))]
+    assert session.roles == expected
+    assert [index for index, _ in bench.ran] == list(range(1, len(session.roles) + 1))
+    assert all(row["verdict"] in ("level", "faster") for row in points_summary(session))
+
+
+def test_noise_adds_previous_then_candidate_arms_up_to_max_then_fails_inconclusive() -> None:
+    # Boot-to-boot swings of +-15 %: no interval can clear a 3 % tolerance with 5 arms.
+    bench = Bench(candidate=[1.0, 0.85, 1.15, 0.9], previous=[1.12, 0.88, 1.0])
+    session = run_session(FIRST, 5, bench.measure, compare)
+    assert session.decision is Decision.FAIL_INCONCLUSIVE
+    assert session.roles == ["candidate", "previous", "candidate", "previous", "candidate"]
+    assert "inconclusive after 5 arms (max_arms 5)" in reason_for(session, 3.0, 5)
+
+
+def test_no_arm_is_added_past_the_time_limit() -> None:
+    bench = Bench(candidate=[1.0, 0.85, 1.15], previous=[1.12, 0.88])
+    session = run_session(FIRST, 7, bench.measure, compare, may_add=lambda: False)
+    assert session.decision is Decision.FAIL_INCONCLUSIVE
+    assert session.stopped_early
+    assert len(session.roles) == 3
+    assert "time limit" in reason_for(session, 3.0, 7)
+
+
+def test_a_ledger_of_small_aa_gaps_decides_with_the_first_three_arms() -> None:
+    ledger = Ledger(
+        gaps={"streams/c2:tps": [0.002, -0.001, 0.001], "single/p:ttft_p50_s": [0.001, -0.002]}
+    )
+    bench = Bench(candidate=[1.0, 1.001], previous=[1.0])
+    session = run_session(
+        FIRST, 7, bench.measure,
+        lambda new, old: compare_arms(new, old, ledger=ledger, tolerance_pct=3.0),
+    )  # fmt: skip
+    assert session.decision is Decision.PASS
+    assert session.roles == FIRST
+
+
+def _context(tmp_path: Path, previous: Release | None) -> GateContext:
+    cluster = load_model(ROOT / "config/local.yaml", Cluster)
+    release = load_model(ROOT / "releases/r2.yaml", Release)
+    return GateContext(
+        cluster=cluster, release=release, previous=previous, transports={},
+        state=tmp_path / "state", experiments=tmp_path / "experiments",
+    )  # fmt: skip
+
+
+def test_no_previous_release_skips_with_a_reason(tmp_path: Path) -> None:
+    result = run_benchmark(_context(tmp_path, None), BenchmarkGate(), tmp_path / "out")
+    assert result.outcome == Outcome.SKIPPED
+    assert "no previous release" in result.reason
+
+
+def test_an_order_the_statistics_cannot_read_fails_before_booting(tmp_path: Path) -> None:
+    previous = load_model(ROOT / "releases/r1.yaml", Release)
+    settings = BenchmarkGate(arms=["previous", "candidate", "candidate"])
+    result = run_benchmark(_context(tmp_path, previous), settings, tmp_path / "out")
+    assert result.outcome == Outcome.FAILED
+    assert "alternate" in result.reason
+
+
+def test_run_benchmark_writes_arms_compare_and_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench = Bench(candidate=[0.80] * 7, previous=[1.0] * 7)
+
+    def fake_measure(
+        context: GateContext, suite: object, out_dir: Path, index: int, role: Role
+    ) -> ArmReport:
+        del context, suite
+        report = bench.measure(index, role)
+        folder = benchmark.arm_folder(out_dir, index, role)
+        folder.mkdir(parents=True)
+        (folder / "arm.json").write_text(report.model_dump_json())
+        return report
+
+    monkeypatch.setattr(benchmark, "measure_arm", fake_measure)
+    previous = load_model(ROOT / "releases/r1.yaml", Release)
+    out = tmp_path / "out"
+    settings = BenchmarkGate(suite=str(ROOT / "config/suites/release.yaml"), max_arms=5)
+    result = run_benchmark(_context(tmp_path, previous), settings, out)
+    assert result.outcome == Outcome.FAILED
+    assert result.reason.startswith("slower beyond 3%")
+    summary = result.summary
+    assert summary["arms"][:3] == FIRST
+    assert summary["tolerance"] == 0.03
+    row = summary["points"][0]
+    assert set(row) == {"point", "unit", "higher_is_better", "previous", "candidate", "change",
+                        "low", "high", "verdict"}  # fmt: skip
+    by_unit = {r["unit"]: r for r in summary["points"]}
+    assert by_unit["tps"]["candidate"] == pytest.approx(80.0)
+    assert by_unit["tps"]["previous"] == pytest.approx(100.0)
+    assert by_unit["tps"]["change"] == pytest.approx(-20.0, abs=0.5)
+    assert by_unit["ttft_p50_s"]["higher_is_better"] is False
+    for name in ("compare.json", "bench.txt", "changes.png", "aa-gaps.json",
+                 "arms/1-candidate/arm.json", "arms/2-previous/arm.json"):  # fmt: skip
+        assert name in result.files
+        assert (out / name).is_file()
+    stored = json.loads((out / "compare.json").read_text())
+    assert stored["new"][:2] == ["1-candidate", "3-candidate"]
+    assert stored["old"][0] == "2-previous"
