@@ -236,8 +236,8 @@ def against_previous_line(summary: Mapping[str, Any], previous: str | None) -> s
         agreement = against.get("top_token_agreement")
         share = f"{agreement * 100:.1f}%" if isinstance(agreement, int | float) else DASH
         return (
-            f"Against {name} (outputs declared changed: {against.get('reason', '')}): "
-            f"{identical}/{total} responses identical, top-token agreement {share}."
+            f"Against {name} (outputs declared changed): {identical}/{total} responses "
+            f"identical, top-token agreement {share}; {against.get('reason', '')}"
         )
     return f"No comparison with a previous release: {against.get('reason', 'none')}."
 
@@ -256,12 +256,8 @@ def determinism_headline(summary: Mapping[str, Any]) -> str:
 def determinism_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
     """Scenarios that contradict themselves, and a pass that the figures do not allow."""
     problems: list[str] = []
-    prompts = summary.get("prompts")
     for scenario in summary.get("scenarios", []):
         name, differing = scenario.get("name"), scenario.get("differing", 0)
-        total = scenario.get("identical", 0) + differing
-        if isinstance(prompts, int) and total != prompts:
-            problems.append(f"determinism: {name}: {total} responses compared, {prompts} prompts")
         if bool(differing) != (scenario.get("first_difference") is not None):
             problems.append(f"determinism: {name}: differing and first difference disagree")
         if differing and outcome == "passed":
@@ -277,10 +273,22 @@ def determinism_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
 
 
 def hash_matches(hashes: Mapping[str, Any], previous_hashes: Mapping[str, Any]) -> tuple[int, int]:
-    """(identical, total) prompts whose token and logprob hashes equal the previous ones."""
-    shared = sorted(set(hashes) & set(previous_hashes))
-    identical = sum(1 for prompt in shared if hashes[prompt] == previous_hashes[prompt])
-    return identical, len(shared)
+    """(identical, total) over this record's prompts, as the determinism gate counts them.
+
+    A prompt is identical when the previous record has it with the same token and logprob
+    hashes; a prompt the previous record lacks counts as differing.
+    """
+    identical = 0
+    for prompt, digest in hashes.items():
+        before = previous_hashes.get(prompt)
+        if (
+            isinstance(before, Mapping)
+            and isinstance(digest, Mapping)
+            and before.get("tokens") == digest.get("tokens")
+            and before.get("logprobs") == digest.get("logprobs")
+        ):
+            identical += 1
+    return identical, len(hashes)
 
 
 # --- release tests -----------------------------------------------------------------------------

@@ -155,12 +155,14 @@ def _check_verdict(record: Record) -> list[str]:
 def _check_previous(experiments: Path, record: Record) -> list[str]:
     """Recount identical responses against the previous record's determinism hashes."""
     stage = record.stages.get("determinism")
-    previous = _previous_record(experiments, record)
+    previous = _previous_record(experiments, record, stage)
     if stage is None or previous is None:
         return []
     against = stage.summary.get("against_previous") or {}
     mine, theirs = stage.summary.get("hashes"), record_hashes(previous)
-    if against.get("mode") != "unchanged" or not isinstance(mine, dict) or theirs is None:
+    if against.get("mode") not in ("unchanged", "changed") or not isinstance(mine, dict):
+        return []
+    if theirs is None:
         return []
     identical, total = tables.hash_matches(mine, theirs)
     if (identical, total) != (against.get("identical"), against.get("total")):
@@ -174,9 +176,10 @@ def _check_previous(experiments: Path, record: Record) -> list[str]:
     return []
 
 
-def _previous_record(experiments: Path, record: Record) -> Record | None:
-    """The record compared with: named by folder, else the previous release's last one before."""
-    if not record.previous:
+def _previous_record(experiments: Path, record: Record, stage: StageEntry | None) -> Record | None:
+    """The record compared with: named by folder, else the previous release's newest published
+    record when the determinism stage started (the one the gate read)."""
+    if not record.previous or stage is None:
         return None
     folder = experiments / record.previous
     if (folder / "record.json").is_file():
@@ -190,7 +193,7 @@ def _previous_record(experiments: Path, record: Record) -> Record | None:
         if r.release_name == record.previous
         and r.status == "published"
         and r.published_at is not None
-        and r.published_at <= record.created_at
+        and r.published_at <= stage.started_at
     ]
     return earlier[-1] if earlier else None
 

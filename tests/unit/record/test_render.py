@@ -109,8 +109,8 @@ def test_readme_shows_failures_differences_and_gates_not_run() -> None:
     assert "- Declared outputs: changed (new sampler)" in lines
     assert "| all-at-once | 3/4 | prompt p2, token 7 |" in lines
     assert (
-        "Against r2 (outputs declared changed: new sampler): 1/4 responses identical, "
-        "top-token agreement 87.5%." in lines
+        "Against r2 (outputs declared changed): 1/4 responses identical, top-token agreement "
+        "87.5%; new sampler" in lines
     )
     assert "## Cold boots\n\nNot run." in lines
     assert "| benchmark | not run |  | — |" in lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,8 @@ def test_determinism_against_previous_is_recounted_from_hashes(
         previous="r1",
         today=helpers.day,
     )
-    r2.save_stage(helpers.determinism(r2.stage_dir("determinism")))
+    result = helpers.determinism(r2.stage_dir("determinism"))
+    r2.save_stage(result.model_copy(update={"started_at": datetime.now(UTC)}))
     r2.publish(verdict="passed", stage_order=["determinism"], versions={})
     assert verify(r2.path) == [
         f"determinism: against previous says 4/4 identical, the hashes of {r1.path.name} give 3/4"
