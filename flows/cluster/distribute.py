@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from typing import Any, Literal
 
 import docker
@@ -95,13 +96,13 @@ def distribute_image(
 ) -> list[NodeImage]:
     """Load tag from source into every target in parallel, then verify all; returns per node."""
     observer = progress or NullProgress()
-    source_client = connect(source)
-    reference = inspect_facts(source_client, source.node, tag)
+    with closing(connect(source)) as source_client:
+        reference = inspect_facts(source_client, source.node, tag)
     if reference is None:
         raise BuildError(f"build node {source.node} has no image {tag} to distribute")
     with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         futures = {
-            target.node: pool.submit(_send, source_client, target, tag, reference, observer)
+            target.node: pool.submit(_send, source, target, tag, reference, observer)
             for target in targets
         }
         failures = [_failure(node, future.exception()) for node, future in futures.items()]
@@ -118,7 +119,8 @@ def verify_image(
     verified: list[NodeImage] = []
     problems: list[str] = []
     for endpoint in endpoints:
-        facts = inspect_facts(connect(endpoint), endpoint.node, tag)
+        with closing(connect(endpoint)) as client:
+            facts = inspect_facts(client, endpoint.node, tag)
         if facts is None:
             problems.append(f"node {endpoint.node}: no image {tag}")
             continue
@@ -132,33 +134,48 @@ def verify_image(
 
 
 def _send(
-    source: docker.DockerClient,
+    source: DockerEndpoint,
     target: DockerEndpoint,
     tag: str,
     reference: ImageFacts,
     progress: ImageProgress,
 ) -> None:
-    """Stream one save -> load; a target that already has the same image is left alone."""
-    client = connect(target)
-    existing = inspect_facts(client, target.node, tag)
-    progress.transfer_start(target.node, 0 if existing else reference.size)
+    """One save -> load stream, each thread with its own connections to both daemons."""
+    with closing(connect(source)) as source_client, closing(connect(target)) as client:
+        _load_unless_present(
+            source_client, client, target.node, tag, reference=reference, progress=progress
+        )
+
+
+def _load_unless_present(
+    source: docker.DockerClient,
+    client: docker.DockerClient,
+    node: str,
+    tag: str,
+    *,
+    reference: ImageFacts,
+    progress: ImageProgress,
+) -> None:
+    """Stream the image into client; a node that already has the same image is left alone."""
+    existing = inspect_facts(client, node, tag)
+    progress.transfer_start(node, 0 if existing else reference.size)
     if existing is not None:
         try:
             compare_facts(reference, existing)
         except BuildError as exc:
-            progress.transfer_done(target.node, ok=False)
+            progress.transfer_done(node, ok=False)
             raise BuildError(f"{exc}; its tag {tag} is never overwritten") from exc
-        progress.transfer_done(target.node, ok=True)
+        progress.transfer_done(node, ok=True)
         return
     ok = False
     try:
         saved = source.api.get_image(tag, chunk_size=CHUNK_BYTES)
-        for status in client.api.load_image(_counted(saved, target.node, progress)):
+        for status in client.api.load_image(_counted(saved, node, progress)):
             if "error" in status:
                 raise BuildError(f"docker load: {status['error']}")
         ok = True
     finally:
-        progress.transfer_done(target.node, ok=ok)
+        progress.transfer_done(node, ok=ok)
 
 
 def _counted(chunks: Iterator[bytes], node: str, progress: ImageProgress) -> Iterator[bytes]:

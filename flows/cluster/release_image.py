@@ -8,6 +8,7 @@ this one only wires them, so a Prefect task can call one function and record its
 
 from __future__ import annotations
 
+import platform
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from flows.cluster.docker_client import DockerEndpoint, connect
 from flows.cluster.image import BuildRequest, BuiltImage, build_image
 from flows.cluster.image_progress import ImageProgress
 from flows.cluster.wheelhouse import engine_requirements, ensure_wheelhouse, host_spec
-from flows.errors import SpecError
+from flows.errors import BuildError, SpecError
 from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.release import Release
 from flows.spec.render import placeholder_values
@@ -74,6 +75,7 @@ def build_release_image(
     """Base, wheelhouse, build on build_node, distribute and verify; BuildError on any failure."""
     seconds: dict[str, float] = {}
     client = connect(build_node)
+    _check_architecture(build_node, str(client.info().get("Architecture", "")))
     started = time.monotonic()
     base = ensure_base_image(client, BaseImageSpec(mirror=host_mirror()), cache_dir)
     seconds["base"] = time.monotonic() - started
@@ -102,3 +104,12 @@ def build_release_image(
         nodes=tuple(nodes),
         seconds=seconds,
     )
+
+
+def _check_architecture(build_node: DockerEndpoint, architecture: str) -> None:
+    """The base rootfs and wheels are made on this host, so the build node must match it."""
+    if architecture != platform.machine():
+        raise BuildError(
+            f"build node {build_node.node} is {architecture or 'of unknown architecture'} but this "
+            f"host is {platform.machine()}: its debootstrap base and wheels would not run there"
+        )
