@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from docker.errors import ImageNotFound
+from rich.console import Console
 
 from flows.cluster.image import (
     BuildRequest,
@@ -19,7 +20,7 @@ from flows.cluster.image import (
     is_ignored,
     source_digest,
 )
-from flows.cluster.image_progress import parse_step
+from flows.cluster.image_progress import RichImageProgress, parse_step
 from flows.cluster.wheelhouse import Wheelhouse
 from flows.errors import BuildError, SpecError
 
@@ -209,3 +210,22 @@ def test_a_failing_step_is_a_build_error_with_the_output_tail(tmp_path: Path) ->
         build_image(ScriptedClient(api), request_for(tmp_path))  # type: ignore[arg-type]
     assert "No matching distribution" in str(caught.value)
     assert api.tagged == []
+
+
+def test_rich_progress_draws_build_steps_and_transfers() -> None:
+    console = Console(record=True, width=120, force_terminal=False)
+    with RichImageProgress(console) as progress:
+        progress.build_step(1, 2, "FROM base")
+        progress.build_step(2, 2, "RUN pip install")
+        progress.build_done(ok=True)
+        progress.transfer_start("n2", 2_000_000)
+        progress.transfer_advance("n2", 1_000_000)
+        progress.transfer_advance("n2", 1_000_000)
+        progress.transfer_done("n2", ok=True)
+        progress.transfer_start("n3", 2_000_000)
+        progress.transfer_done("n3", ok=False)
+    text = console.export_text()
+    assert "built" in text
+    assert "loaded n2" in text
+    assert "2.0/2.0 MB" in text
+    assert "FAILED n3" in text
