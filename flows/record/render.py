@@ -166,6 +166,12 @@ def _release_tests(entry: StageEntry, record: Record) -> list[str]:
             "",
             *tables.markdown_table(["file", "outcome", "tests", "seconds"], failing),
         ]
+    for key, title in (
+        ("unclassified", "Unclassified files (each fails the stage until triaged)"),
+        ("changed", "Files this release changes"),
+    ):
+        if summary.get(key):
+            lines += ["", f"{title}: " + ", ".join(f"`{name}`" for name in summary[key])]
     excluded = tables.excluded_test_files(summary)
     if excluded:
         lines += ["", "Excluded files:", "", *tables.markdown_table(["file", "reason"], excluded)]

@@ -14,7 +14,7 @@ import difflib
 import json
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
+from xml.etree import ElementTree  # only its ParseError; parsing is the gate's
 
 from flows.errors import RecordError
 from flows.gates.base import GateResult
@@ -112,31 +112,27 @@ def _check_documents(root: Path, record: Record) -> list[str]:
 
 
 def _check_junit(root: Path, files: list[FileEntry], summary: dict[str, Any]) -> list[str]:
-    """Recount passed/failed/errors/skipped from the JUnit XML files the stage kept."""
-    reports = [
-        root / f.path for f in files if f.path.endswith(".xml") and (root / f.path).is_file()
-    ]
-    if not reports:
+    """Recount every file's tests from the kept JUnit XML with the gate's own parser."""
+    from flows.gates.release_tests import parse_junit  # noqa: PLC0415 - only verify needs it
+
+    reports = [root / f.path for f in files if f.path.endswith(".xml")]
+    listed = [str(f.get("file")) for f in summary.get("files", [])]
+    if not reports or not listed or not reports[0].is_file():
         return []
-    counts = dict.fromkeys(tables.TEST_COUNTS, 0)
-    for report in reports:
-        try:
-            tree = ElementTree.parse(report)  # noqa: S314 - our own pytest output, not untrusted
-        except ElementTree.ParseError as error:
-            return [f"release_tests: {report.name} is not valid JUnit XML: {error}"]
-        for case in tree.iter("testcase"):
-            kinds = {child.tag for child in case}
-            key = (
-                "failed"
-                if "failure" in kinds
-                else "errors"
-                if "error" in kinds
-                else "skipped"
-                if "skipped" in kinds
-                else "passed"
-            )
-            counts[key] += 1
-    return tables.junit_problems(summary, counts)
+    try:
+        outcomes = parse_junit(reports[0].read_text(), listed)
+    except (ValueError, ElementTree.ParseError) as error:
+        return [f"release_tests: {reports[0].name} is not valid JUnit XML: {error}"]
+    counts = {key: sum(int(getattr(o, key)) for o in outcomes) for key in tables.TEST_COUNTS}
+    problems = tables.junit_problems(summary, counts)
+    recomputed = [
+        {"file": o.file, "outcome": o.outcome, "tests": o.tests, "seconds": o.seconds}
+        for o in outcomes
+    ]
+    for kept, again in zip(summary.get("files", []), recomputed, strict=False):
+        if kept != again:
+            problems.append(f"release_tests: {again['file']}: summary {kept}, JUnit XML {again}")
+    return problems
 
 
 def _check_verdict(record: Record) -> list[str]:
