@@ -22,6 +22,7 @@ from flows.record import tables
 from flows.record.atomic import sha256_file
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
 from flows.record.reader import list_records, read_record, record_hashes
+from flows.record.recompute import benchmark_problems
 from flows.record.render import render_readme
 
 _BASE_FIELDS = set(GateResult.model_fields)
@@ -38,7 +39,7 @@ def verify(path: Path) -> list[str]:
         problems.append(f"{record.name}: not published (status {record.status})")
     stages: dict[str, StageEntry] = {}
     for stage, entry in record.stages.items():
-        found, raw = _check_stage(path, entry)
+        found, raw = _check_stage(path, entry, _max_arms(record))
         problems += found
         if raw is not None:
             stages[stage] = raw
@@ -52,7 +53,9 @@ def verify(path: Path) -> list[str]:
     return problems
 
 
-def _check_stage(root: Path, entry: StageEntry) -> tuple[list[str], StageEntry | None]:
+def _check_stage(
+    root: Path, entry: StageEntry, max_arms: int
+) -> tuple[list[str], StageEntry | None]:
     """Problems of one stage, and its entry rebuilt from result.json (None if unreadable)."""
     stage = entry.stage
     file = root / entry.result.path
@@ -88,7 +91,16 @@ def _check_stage(root: Path, entry: StageEntry) -> tuple[list[str], StageEntry |
     problems += tables.summary_problems(stage, summary, rebuilt.outcome)
     if stage == "release_tests":
         problems += _check_junit(root, entry.files, summary)
+    if stage == "benchmark" and rebuilt.outcome != "skipped":
+        problems += benchmark_problems(root / stage, summary, max_arms)
     return problems, rebuilt
+
+
+def _max_arms(record: Record) -> int:
+    """The benchmark's arm limit from the resolved release (the decision depends on it)."""
+    gates = record.release.get("gates") or {}
+    value = (gates.get("benchmark") or {}).get("max_arms", 7)
+    return int(value) if isinstance(value, int) else 7
 
 
 def _check_files(root: Path, owner: str, entries: list[FileEntry]) -> list[str]:

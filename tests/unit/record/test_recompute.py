@@ -1,0 +1,99 @@
+"""verify recomputes the benchmark from the raw arm receipts, the way the gate computed it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flows.bench.compare import compare_arms
+from flows.bench.report import ArmReport, Point, Sample, write_arm
+from flows.gates.base import GateResult, Outcome
+from flows.gates.benchmark import Role, arm_folder, points_summary, run_session
+from flows.record import verify
+from flows.record.atomic import sha256_file
+from flows.record.writer import open_record
+from flows.spec.cluster import Cluster
+from flows.spec.release import Release
+
+
+def _arm(label: str, level: float) -> ArmReport:
+    factors = (0.998, 1.0, 1.002)
+    return ArmReport(
+        label=label, source="sparkgate", url="http://127.0.0.1:1", suite="tiny",
+        started_utc="2026-12-02T00:00:00+00:00",
+        points={"streams/c2": Point(workload="closed_loop", gate=["tps"],
+                                    samples=[Sample(metrics={"tps": 100 * level * f})
+                                             for f in factors])},
+    )  # fmt: skip
+
+
+def _bench_stage(out: Path) -> GateResult:
+    """A real session (C, P, C, ...) on synthetic arms, kept as the gate keeps them."""
+    levels: dict[str, list[float]] = {
+        "candidate": [1.05, 1.051, 1.049, 1.05],
+        "previous": [1.0] * 4,
+    }
+    ran: list[str] = []
+
+    def measure(index: int, role: Role) -> ArmReport:
+        report = _arm(f"{index}-{role}", levels[role][ran.count(role)])
+        ran.append(role)
+        write_arm(report, arm_folder(out, index, role))
+        return report
+
+    session = run_session(
+        ["candidate", "previous", "candidate"], 7, measure,
+        lambda new, old: compare_arms(new, old, tolerance_pct=3.0),
+    )  # fmt: skip
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("arm.json"))
+    return GateResult(
+        gate="benchmark", outcome=Outcome.PASSED, reason="faster",
+        started_at=datetime.now(UTC), seconds=1.0, files=files,
+        summary={"arms": list(session.roles), "tolerance": 0.03,
+                 "decision": session.decision.value,
+                 "ledger_gaps": session.comparison.ledger_gaps,
+                 "points": points_summary(session)},
+    )  # fmt: skip
+
+
+def _published(tmp_path: Path, release: Release, cluster: Cluster) -> Path:
+    writer = open_record(
+        tmp_path, release, build_digest="d", cluster=cluster, previous="r1", resume=False
+    )
+    result = _bench_stage(writer.stage_dir("benchmark"))
+    assert result.summary["points"][0]["verdict"] == "faster"
+    writer.save_stage(result)
+    return writer.publish(verdict="qualified", stage_order=["benchmark"], versions={})
+
+
+def _rehash(path: Path, relative: str) -> None:
+    """Make record.json agree with an edited file, so only the recomputation can notice."""
+    record: dict[str, Any] = json.loads((path / "record.json").read_text())
+    for entry in record["stages"]["benchmark"]["files"]:
+        if entry["path"] == relative:
+            entry["sha256"] = sha256_file(path / relative)
+            entry["bytes"] = (path / relative).stat().st_size
+    (path / "record.json").write_text(json.dumps(record))
+
+
+def test_benchmark_recomputed_from_raw_arms_verifies(
+    tmp_path: Path, release_r2: Release, cluster: Cluster
+) -> None:
+    assert verify(_published(tmp_path, release_r2, cluster)) == []
+
+
+def test_an_edited_receipt_changes_the_recomputed_points(
+    tmp_path: Path, release_r2: Release, cluster: Cluster
+) -> None:
+    path = _published(tmp_path, release_r2, cluster)
+    relative = "benchmark/arms/2-previous/arm.json"
+    data = json.loads((path / relative).read_text())
+    for sample in data["points"]["streams/c2"]["samples"]:
+        sample["metrics"]["tps"] *= 1.2  # the previous release made to look faster
+    (path / relative).write_text(json.dumps(data))
+    _rehash(path, relative)
+    problems = "\n".join(verify(path))
+    assert "benchmark: streams/c2 tps: summary previous 100.0" in problems
+    assert "raw arms give previous 120.0" in problems
