@@ -72,7 +72,12 @@ def test_killing_a_rank_during_rendezvous_fails_the_head_at_once_naming_it(
     start_cluster: Any,
 ) -> None:
     cluster = start_cluster(env={"SPARKENGINE_FAULT_PREPARE_DELAY": "1:60"})
-    cluster.wait_event(0, "waiting")
+    deadline = time.monotonic() + 120
+    while not any(  # rank 0 waits in the rendezvous while rank 1 is connected and preparing
+        e["phases"].get("1", "").startswith("prepare") for e in cluster.named(0, "waiting")
+    ):
+        assert time.monotonic() < deadline, cluster.log()
+        time.sleep(0.1)
     os.kill(cluster.procs[1].pid, signal.SIGKILL)
     killed_at = time.monotonic()
     assert cluster.wait_exit(0, timeout=30) != 0
