@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import tarfile
 import threading
 import time
@@ -106,6 +107,7 @@ def daemons() -> Iterator[list[DockerDaemon]]:
     reason = missing_requirement()
     if reason:
         pytest.skip(reason)
+    remove_dead_test_daemons()
     started: list[DockerDaemon] = []
     try:
         for index in range(1, 4):
@@ -114,6 +116,27 @@ def daemons() -> Iterator[list[DockerDaemon]]:
     finally:
         with ThreadPoolExecutor(max_workers=3) as pool:
             list(pool.map(tear_down, started))
+
+
+def remove_dead_test_daemons() -> None:
+    """Folders of earlier test daemons whose process is gone (a killed run): unmount, delete.
+
+    Folders are named `t<test pid>...`: a folder whose test process or daemon still runs is left
+    alone, whoever started it.
+    """
+    for root in sorted((STATE / "docker").glob("t[0-9]*")):
+        owner = re.match(r"t(\d+)", root.name)
+        pid_file = root / "dockerd.pid"
+        pids = [int(owner[1])] if owner else []
+        if pid_file.is_file() and pid_file.read_text().strip().isdigit():
+            pids.append(int(pid_file.read_text()))
+        if any(Path(f"/proc/{pid}").exists() and not _zombie(pid) for pid in pids):
+            continue
+        for line in reversed(Path("/proc/self/mountinfo").read_text().splitlines()):
+            point = line.split()[4]
+            if point == str(root) or point.startswith(f"{root}/"):
+                subprocess.run(["umount", "-l", point], check=False)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def tear_down(daemon: DockerDaemon) -> None:
