@@ -1,0 +1,130 @@
+"""The determinism gate on a private local cluster of the real engine, as the flow calls it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.cluster.session import load_session
+from flows.cluster.transport.local import LocalTransport
+from flows.gates.base import GateContext, Outcome
+from flows.gates.determinism import run_determinism
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import DeterminismGate, Release
+
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SHORT = DeterminismGate(
+    prompts=[
+        "The quick brown fox jumps over the lazy dog, and then",
+        "Once upon a time, in a village by the sea, there lived",
+        "SELECT name, total FROM orders WHERE total > 100 ORDER BY",
+    ],
+    max_tokens=20,
+    long_prompt_tokens=300,
+    stagger_ms=50,
+    top_logprobs=3,
+    sampled_streams=2,
+    timeout_s=300,
+)
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state folder for the module; the build cache is shared by the session's gate tests."""
+    shared = tmp_path_factory.getbasetemp() / "gate-build-cache"
+    shared.mkdir(exist_ok=True)
+    folder = tmp_path_factory.mktemp("gate-state")
+    (folder / "build-cache").symlink_to(shared)
+    return folder
+
+
+def context_for(
+    cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    state: Path,
+    release: Release,
+    previous: Release | None = None,
+) -> GateContext:
+    return GateContext(
+        cluster=cluster, release=release, previous=previous, transports=dict(transports),
+        state=state, experiments=state / "experiments",
+    )  # fmt: skip
+
+
+def test_r1_passes_and_r2_matches_its_hashes(
+    local_cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    state: Path,
+    release_r1: Release,
+    tmp_path: Path,
+) -> None:
+    first = run_determinism(
+        context_for(local_cluster, transports, state, release_r1), SHORT, tmp_path / "r1"
+    )
+    assert first.outcome == Outcome.PASSED, first.reason
+    assert load_session(state, local_cluster.name) is None  # stopped after the gate
+    summary = first.summary
+    assert summary["prompts"] == 4
+    names = [s["name"] for s in summary["scenarios"]]
+    assert names == ["all_at_once", "staggered", "mixed", "cached", "sampled", "again"]
+    assert all(s["differing"] == 0 and s["first_difference"] is None for s in summary["scenarios"])
+    assert summary["against_previous"]["mode"] == "none"
+    assert set(summary["hashes"]) == {"p0", "p1", "p2", "long"}
+    assert all(c and c > 0 for c in summary["cached_tokens"])
+    stored = json.loads((tmp_path / "r1/hashes.json").read_text())
+    assert stored["p0"]["tokens"] == summary["hashes"]["p0"]["tokens"]
+    assert len(stored["p0"]["token_ids"]) == SHORT.max_tokens
+    raw = json.loads((tmp_path / "r1/scenarios/mixed.json").read_text())
+    assert {r["prompt"] for r in raw} == {"p0", "p1", "p2", "long"}
+    assert "scenarios/staggered.json" in first.files
+
+    r2 = load_model(ROOT / "releases/r2.yaml", Release)
+    second = run_determinism(
+        context_for(local_cluster, transports, state, r2, previous=release_r1),
+        SHORT, tmp_path / "r2", previous_hashes=stored,
+    )  # fmt: skip
+    assert second.outcome == Outcome.PASSED, second.reason
+    previous = second.summary["against_previous"]
+    assert previous["mode"] == "unchanged"
+    assert previous["identical"] == previous["total"] == 4
+
+
+def test_the_nondeterministic_release_fails_naming_prompts(
+    local_cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    state: Path,
+    tmp_path: Path,
+) -> None:
+    faulty = load_model(ROOT / "releases/faulty/nondeterministic.yaml", Release)
+    result = run_determinism(context_for(local_cluster, transports, state, faulty), SHORT, tmp_path)
+    assert result.outcome == Outcome.FAILED
+    assert load_session(state, local_cluster.name) is None
+    failing = [s for s in result.summary["scenarios"] if s["differing"]]
+    assert failing, result.summary
+    assert "all_at_once" in {s["name"] for s in failing}
+    first = failing[0]["first_difference"]
+    assert first["prompt"] in result.reason
+    assert failing[0]["name"] in result.reason
+    assert isinstance(first["index"], int)
+
+
+def test_a_boot_failure_is_a_failed_result_with_evidence(
+    local_cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    state: Path,
+    tmp_path: Path,
+) -> None:
+    crash = load_model(ROOT / "releases/faulty/crash-on-boot.yaml", Release)
+    result = run_determinism(context_for(local_cluster, transports, state, crash), SHORT, tmp_path)
+    assert result.outcome == Outcome.FAILED
+    assert result.reason.startswith("boot failed:")
+    assert "rank 1" in result.reason
+    assert len(result.evidence) == 1
+    assert Path(result.evidence[0]).is_dir()
+    assert load_session(state, local_cluster.name) is None
