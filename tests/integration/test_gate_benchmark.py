@@ -1,0 +1,96 @@
+"""The benchmark gate on a private local cluster: r2 against r1 with a tiny suite, three arms.
+
+Who wins is not asserted (a shared two-core machine is noisy); the machinery is: fresh boots
+in session order, raw receipts per arm, compare.json, and a verdict on every point.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.bench.report import read_arm
+from flows.bench.runner import GATES
+from flows.cluster.session import load_session
+from flows.cluster.transport.local import LocalTransport
+from flows.gates.base import GateContext, Outcome
+from flows.gates.benchmark import run_benchmark
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import BenchmarkGate, Release
+
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TINY = {
+    "kind": "suite",
+    "name": "tiny",
+    "seed": 0,
+    "samples": 2,
+    "warmup": 0,
+    "workloads": [
+        {"kind": "single_stream", "name": "single", "requests": 1, "prompt_tokens": 16,
+         "max_tokens": 8},
+        {"kind": "closed_loop", "name": "streams", "concurrency": [2], "prompt_tokens": 16,
+         "max_tokens": 8},
+    ],
+}  # fmt: skip
+
+
+def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
+    local_cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    shared = ROOT / ".sparkgate" / "build-cache"
+    shared.mkdir(parents=True, exist_ok=True)
+    (state / "build-cache").symlink_to(shared, target_is_directory=True)
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(yaml.safe_dump(TINY))
+    candidate = load_model(ROOT / "releases/r2.yaml", Release)
+    previous = load_model(ROOT / "releases/r1.yaml", Release)
+    lines: list[str] = []
+    context = GateContext(
+        cluster=local_cluster, release=candidate, previous=previous, transports=dict(transports),
+        state=state, experiments=tmp_path / "experiments", progress=lines.append,
+    )  # fmt: skip
+    settings = BenchmarkGate(suite=str(suite), max_arms=3)
+    out = tmp_path / "bench"
+    result = run_benchmark(context, settings, out)
+
+    assert result.outcome in (Outcome.PASSED, Outcome.FAILED), result.reason
+    assert result.reason
+    assert result.summary["arms"] == ["candidate", "previous", "candidate"]
+    releases = []
+    for name in ("1-candidate", "2-previous", "3-candidate"):
+        arm = read_arm(out / "arms" / name)
+        assert arm.label == name
+        assert arm.points
+        assert all(point.samples for point in arm.points.values())
+        releases.append(arm.identity["release"])
+    assert releases == ["r2", "r1", "r2"]
+    compared = json.loads((out / "compare.json").read_text())
+    assert compared["new"] == ["1-candidate", "3-candidate"]
+    assert compared["old"] == ["2-previous"]
+    points = result.summary["points"]
+    expected = {("single/c1", metric) for metric in GATES["single_stream"]}
+    expected |= {("streams/c2", metric) for metric in GATES["closed_loop"]}
+    assert {(p["point"], p["unit"]) for p in points} == expected
+    for point in points:
+        assert point["verdict"] in ("faster", "level", "slower", "inconclusive")
+        assert point["previous"] > 0
+        assert point["candidate"] > 0
+    assert result.summary["decision"] in (
+        "pass",
+        "fail-slower",
+        "fail-inconclusive",
+        "fail-lost-measurements",
+    )
+    assert load_session(state, local_cluster.name) is None  # every arm was stopped
+    assert any("arm 3 (candidate, r2)" in line for line in lines)
