@@ -5,22 +5,27 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from flows.cluster.transport.base import Transport
+from flows.gates.base import GateContext, Outcome
 from flows.gates.release_tests import (
     FileOutcome,
     changed_files,
     overlay_files,
     parse_junit,
     pytest_argv,
+    run_release_tests,
     select,
     summary,
     tree_files,
     verdict,
 )
+from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-from flows.spec.release import Release
+from flows.spec.release import Release, ReleaseTestsGate
 from flows.spec.release_tests import Classification, ReleaseTests
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -210,3 +215,31 @@ def test_the_failing_test_release_adds_one_gate_file_over_the_built_tree() -> No
     selection = select(built, classification, changed)
     assert "tests/test_release_accents.py" in selection.gate
     assert selection.unclassified == selection.missing == []
+
+
+def _gate_context(cluster: Cluster, tmp_path: Path) -> GateContext:
+    release = load_model(ROOT / "releases/r1.yaml", Release)
+    transports = cast("dict[str, Transport]", dict.fromkeys((n.name for n in cluster.nodes), None))
+    return GateContext(
+        cluster=cluster, release=release, previous=None, transports=transports,
+        state=tmp_path / "state", experiments=tmp_path / "experiments",
+    )  # fmt: skip
+
+
+def test_an_unknown_node_fails_the_gate_by_name_before_touching_any_node(tmp_path: Path) -> None:
+    cluster = load_model(ROOT / "config/local.yaml", Cluster)
+    result = run_release_tests(
+        _gate_context(cluster, tmp_path), ReleaseTestsGate(node="nowhere"), tmp_path / "out"
+    )
+    assert result.outcome == Outcome.FAILED
+    assert "'nowhere'" in result.reason
+
+
+def test_a_docker_cluster_is_refused_with_a_reason_not_a_traceback(tmp_path: Path) -> None:
+    cluster = load_model(ROOT / "config/examples/tp4-ring.yaml", Cluster)
+    assert cluster.runtime.kind == "docker"
+    result = run_release_tests(
+        _gate_context(cluster, tmp_path), ReleaseTestsGate(), tmp_path / "out"
+    )
+    assert result.outcome == Outcome.FAILED
+    assert "docker runtime" in result.reason
