@@ -308,10 +308,11 @@ def run_benchmark(
         )  # fmt: skip
     except SparkgateError as error:
         return _result(
-            started, began, Outcome.FAILED, f"an arm could not be measured: {error}",
+            started, began, Outcome.FAILED, f"the benchmark could not be completed: {error}",
             files=_files(out_dir),
         )  # fmt: skip
-    plot_changes(session.comparison, out_dir / "changes.png")
+    if session.comparison.points:
+        plot_changes(session.comparison, out_dir / "changes.png")
     candidates = session.of("candidate")
     if len(candidates) >= 2:  # C1 and C2 are an A/A pair: the ledger can grow from this session
         write_ledger(Ledger().with_session(candidates[0], candidates[1]), out_dir / "aa-gaps.json")

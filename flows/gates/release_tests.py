@@ -277,12 +277,21 @@ def ship_tree(
     tree = PurePosixPath(workdir) / "envs" / build.short / "engine"
     marker = str(tree / TREE_MARKER)
     found = transport.run(["cat", "--", marker], timeout=30)
-    if found.ok and json.loads(found.stdout or "{}").get("digest") == build.digest:
+    if found.ok and _marker_digest(found.stdout) == build.digest:
         return str(tree)
     transport.run(["rm", "-rf", "--", str(tree)], timeout=120, check=True)
     _put_all(transport, tree, files)
     transport.write_text(marker, json.dumps({"digest": build.digest, "files": sorted(files)}))
     return str(tree)
+
+
+def _marker_digest(text: str) -> str | None:
+    """The digest a tree marker records (None when unreadable: the tree is shipped again)."""
+    try:
+        value = json.loads(text).get("digest")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _put_all(transport: Transport, target: PurePosixPath, files: Mapping[str, Path]) -> None:
