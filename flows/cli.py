@@ -47,7 +47,7 @@ register_all(app)
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        returned = app(args=argv, standalone_mode=False)
     except SparkgateError as error:
         err_console.print(str(error), markup=False, highlight=False, soft_wrap=True)
         return error.exit_code
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("interrupted", markup=False)
         return 130
-    return 0
+    # click returns the code of a `typer.Exit(n)` instead of raising when not standalone
+    return returned if isinstance(returned, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""`sparkgate qualify RELEASE`: run the qualification flow with a live stage board.
+
+Every file is validated before anything starts (bad input exits 2 and nothing runs); then the
+Prefect flow runs in this process (embedded Prefect unless PREFECT_API_URL names a server) with
+the stage board on stderr, and a summary table closes the run with the verdict and record path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
+from flows.console import err_console, out_console
+from flows.errors import GateFailedError
+
+
+def qualify(
+    release: Annotated[str, typer.Argument(help="Release file, e.g. releases/r2.yaml.")],
+    cluster: ClusterOption = "local",
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Start over instead of resuming finished gates.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Qualify RELEASE on the cluster: gates in order, then the experiments record."""
+    from flows.board import StageBoard, current_board  # noqa: PLC0415
+    from flows.settings import prefect_environment  # noqa: PLC0415
+    from flows.spec.release import load_previous, load_release  # noqa: PLC0415
+
+    spec = load_cluster(cluster)
+    chosen = load_release(release)
+    load_previous(release, chosen)
+    prefect_environment()
+    from flows.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
+
+    title = f"qualify {chosen.name} on {spec.name}"
+    with StageBoard(err_console, title) as board:
+        token = current_board.set(board)
+        try:
+            state = qualify_flow(
+                str(Path(release).resolve()), str(cluster_path(cluster).resolve()), fresh,
+                return_state=True,
+            )  # fmt: skip
+        finally:
+            current_board.reset(token)
+    if state.is_failed():
+        try:
+            state.result()
+        except GateFailedError:
+            raise
+        except Exception as error:
+            raise GateFailedError(f"{chosen.name}: qualification failed: {error}") from error
+    outcome = state.result()
+    if as_json:
+        out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
+    table = Table(title=f"{chosen.name}: {outcome.verdict}", title_justify="left")
+    table.add_column("gate")
+    table.add_column("outcome")
+    for gate, result in outcome.gates.items():
+        table.add_row(gate, escape(result))
+    err_console.print(table)
+    err_console.print(f"record: {escape(outcome.record)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `sparkgate qualify`."""
+    app.command("qualify")(qualify)
