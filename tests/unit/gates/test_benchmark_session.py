@@ -186,3 +186,17 @@ def test_run_benchmark_writes_arms_compare_and_summary(
     stored = json.loads((out / "compare.json").read_text())
     assert stored["new"][:2] == ["1-candidate", "3-candidate"]
     assert stored["old"][0] == "2-previous"
+
+
+def test_the_slower_release_is_r1_with_the_slowdown_switch_under_a_3_percent_gate() -> None:
+    slower = load_model(ROOT / "releases/faulty/slower.yaml", Release)
+    r1 = load_model(ROOT / "releases/r1.yaml", Release)
+    assert slower.previous == "r1"
+    assert slower.engine.env == {"SPARKENGINE_FAULT_SLOWDOWN": "0.05"}
+    assert slower.engine.options == r1.engine.options
+    assert slower.build == r1.build  # same build: the switch is the only difference
+    assert slower.outputs.change == "unchanged"
+    gate = slower.gates.benchmark
+    assert gate.enabled
+    assert gate.tolerance == 0.03
+    assert order_problem(gate.arms) is None
