@@ -20,6 +20,7 @@ from flows.record import compare as record_compare
 from flows.record.index import GATES, gate_cell, write_index
 from flows.record.model import README_FILE
 from flows.record.reader import broken_records, find_record, list_records, read_record
+from flows.record.render import render_readme
 from flows.record.verify import verify
 from flows.settings import project_root
 
@@ -83,13 +84,13 @@ def show(
     experiments: ExperimentsOption = None,
     raw: Annotated[bool, typer.Option("--raw", help="Print the markdown as is.")] = False,
 ) -> None:
-    """Print a record's README (verdict, what changed, every gate's tables)."""
+    """Print a record's README (verdict, what changed, every gate's tables).
+
+    A record still in progress has no README yet: it is rendered from what is saved so far.
+    """
     folder = find_record(_experiments(experiments), record)
     readme = folder / README_FILE
-    if not readme.is_file():
-        found = read_record(folder)
-        raise RecordError(f"{folder}: no {README_FILE} yet (status {found.status})")
-    text = readme.read_text()
+    text = readme.read_text() if readme.is_file() else render_readme(read_record(folder))
     if raw:
         out_console.print(text, markup=False, highlight=False, soft_wrap=True)
     else:

@@ -47,6 +47,9 @@ class StageEntry(BaseModel):
     result_type: str = Field(description="module:qualname of the saved GateResult class.")
     files: list[FileEntry] = Field(default=[], description="Raw files the gate wrote.")
     evidence: list[str] = Field(default=[], description="Evidence folders (record-relative).")
+    evidence_files: list[FileEntry] = Field(
+        default=[], description="Every file of the evidence folders copied into the record."
+    )
     summary: dict[str, Any] = Field(default={}, description="Copy of the gate's summary.")
 
 

@@ -83,6 +83,7 @@ def _check_stage(
         if getattr(rebuilt, field) != getattr(entry, field):
             problems.append(f"{stage}: record.json's {field} differs from {entry.result.path}")
     problems += _check_files(root, stage, entry.files)
+    problems += _check_files(root, f"{stage} evidence", entry.evidence_files)
     problems += [
         f"{stage}: evidence folder {item} is missing"
         for item in entry.evidence

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shutil
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,7 @@ class RecordWriter:
         folder = self.stage_dir(stage)
         data = result.model_dump(mode="json")
         write_text(folder / RESULT_FILE, dump_json(data))
+        evidence = [self._keep_evidence(stage, Path(item), folder) for item in result.evidence]
         entry = StageEntry(
             stage=stage,
             outcome=result.outcome.value,
@@ -134,7 +136,13 @@ class RecordWriter:
             result=self._entry(folder / RESULT_FILE),
             result_type=f"{type(result).__module__}:{type(result).__qualname__}",
             files=[self._entry(folder / name) for name in result.files],
-            evidence=[self._relative(Path(item), folder) for item in result.evidence],
+            evidence=evidence,
+            evidence_files=[
+                self._entry(file)
+                for item in evidence
+                for file in sorted((self._path / item).rglob("*"))
+                if file.is_file()
+            ],
             summary=data["summary"],
         )
         self._write(record.model_copy(update={"stages": {**record.stages, stage: entry}}))
@@ -206,12 +214,29 @@ class RecordWriter:
         relative = file.resolve().relative_to(self._path.resolve()).as_posix()
         return FileEntry(path=relative, sha256=sha256_file(file), bytes=file.stat().st_size)
 
-    def _relative(self, item: Path, folder: Path) -> str:
-        full = item if item.is_absolute() else folder / item
-        try:
-            return full.resolve().relative_to(self._path.resolve()).as_posix()
-        except ValueError:
+    def _keep_evidence(self, stage: str, item: Path, folder: Path) -> str:
+        """An evidence folder as a record-relative path, copied in when it lies outside.
+
+        Boot failures leave evidence in the project's state folder; a record must carry it, so
+        it is copied to evidence/<stage>/<name> (a folder that vanished is kept as named, and
+        verify reports it missing).
+        """
+        source = item if item.is_absolute() else folder / item
+        root = self._path.resolve()
+        resolved = source.resolve()
+        if resolved.is_relative_to(root):
+            return resolved.relative_to(root).as_posix()
+        if not resolved.exists():
             return str(item)
+        target = self._path / "evidence" / stage / resolved.name
+        if target.is_dir():  # the stage is saved again (resume): copy afresh
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if resolved.is_dir():
+            shutil.copytree(resolved, target, symlinks=True)
+        else:
+            shutil.copy2(resolved, target)
+        return target.relative_to(self._path).as_posix()
 
 
 def _safe(name: str, what: str) -> str:

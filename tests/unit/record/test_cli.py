@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flows.cli import main
-from flows.record.writer import RecordWriter
+from flows.record.writer import RecordWriter, open_record
+from flows.spec.cluster import Cluster
+from flows.spec.release import Release
 
 
 def test_verify_exits_0_when_clean_and_1_listing_problems(
@@ -50,3 +54,20 @@ def test_records_show_and_compare_by_name(
 def test_unknown_record_is_a_clean_error(tmp_path: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "nothing", "--experiments", str(tmp_path)]) == 1
     assert "nothing: no record by that path, folder name or release" in capsys.readouterr().err
+
+
+def test_show_renders_a_record_in_progress(
+    tmp_path: Path,
+    release_r2: Release,
+    cluster: Cluster,
+    helpers: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    writer = open_record(
+        tmp_path, release_r2, build_digest="d", cluster=cluster, previous="r1", today=helpers.day
+    )
+    helpers.fill(writer, ["release_tests"])
+    assert main(["show", writer.path.name, "--experiments", str(tmp_path), "--raw"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("# r2: in progress")
+    assert "| release_tests | passed | 3 passed, 0 failed |" in shown

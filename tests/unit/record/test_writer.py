@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from flows.errors import RecordError
-from flows.gates.base import GateResult
-from flows.record import latest_record, read_record, record_hashes
+from flows.gates.base import GateResult, Outcome
+from flows.record import latest_record, read_record, record_hashes, verify
 from flows.record.writer import RecordWriter, open_record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
@@ -165,3 +165,27 @@ def test_latest_record_and_hashes(
     assert newest.name == unpublished.path.name
     assert record_hashes(latest) == helpers.hashes
     assert latest_record(experiments, "r1") is None
+
+
+def test_evidence_outside_the_record_is_copied_in_and_verified(
+    tmp_path: Path, release_r2: Release, cluster: Cluster, helpers: Any
+) -> None:
+    evidence = tmp_path / "state" / "evidence" / "local" / "boot-1"
+    (evidence / "local0").mkdir(parents=True)
+    (evidence / "local0" / "rank0.log").write_text('{"event": "fatal"}\n')
+    writer = _open(tmp_path / "experiments", release_r2, cluster, helpers)
+    result = helpers.factories["cold_boots"](writer.stage_dir("cold_boots"))
+    failed = result.model_copy(update={"outcome": Outcome.FAILED, "evidence": [str(evidence)]})
+    writer.save_stage(failed)
+    writer.save_stage(failed)  # saved again on resume: one copy, not two
+    entry = read_record(writer.path).stages["cold_boots"]
+    assert entry.evidence == ["evidence/cold_boots/boot-1"]
+    assert [f.path for f in entry.evidence_files] == ["evidence/cold_boots/boot-1/local0/rank0.log"]
+    writer.publish(verdict="failed at cold_boots", stage_order=["cold_boots"], versions={})
+    readme = (writer.path / "README.md").read_text()
+    assert "- `evidence/cold_boots/boot-1`" in readme
+    assert verify(writer.path) == []
+    (writer.path / "evidence/cold_boots/boot-1/local0/rank0.log").unlink()
+    assert verify(writer.path) == [
+        "cold_boots evidence: evidence/cold_boots/boot-1/local0/rank0.log is missing"
+    ]
