@@ -1,11 +1,11 @@
 """Send the built image to every other node and prove they all hold the same image.
 
 There is no registry between the nodes, so the image goes straight from the build node's daemon
-to each other daemon: a streamed `docker save` piped into `docker load`, one thread per target,
-chunk by chunk (an image never sits whole in memory). Afterwards every node's copy is inspected
-and compared with the build node's: the same image ID, or, where a daemon's snapshotter reports a
-different ID, the same RootFS layers and runtime config. A node whose tag already names a
-different image is refused, never overwritten.
+to each other daemon: one streamed `docker save`, fanned out chunk by chunk to a `docker load`
+per target, one thread each (the image is read once and never sits whole in memory). Then
+every node's copy is inspected and compared with the build node's: the same image ID, or, where
+a daemon's snapshotter reports a different ID, the same RootFS layers and runtime config. A node
+whose tag already names a different image is refused, never overwritten.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from requests.exceptions import RequestException
 
 from flows.cluster.docker_client import DockerEndpoint, connect
+from flows.cluster.fanout import Fanout
 from flows.cluster.image_progress import ImageProgress, NullProgress
 from flows.errors import BuildError, SparkgateError
 
@@ -100,13 +101,24 @@ def distribute_image(
         reference = inspect_facts(source_client, source.node, tag)
     if reference is None:
         raise BuildError(f"build node {source.node} has no image {tag} to distribute")
-    with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
-        futures = {
-            target.node: pool.submit(_send, source, target, tag, reference, observer)
-            for target in targets
+    problems: list[str] = []
+    needed: list[DockerEndpoint] = []
+    for target in targets:
+        try:
+            if not _already_there(target, tag, reference, observer):
+                needed.append(target)
+        except (SparkgateError, DockerException, RequestException) as exc:
+            problems.append(f"node {target.node}: {exc}")
+    fanout = Fanout([target.node for target in needed])
+    with ThreadPoolExecutor(max_workers=len(needed) + 1) as pool:
+        loads = {
+            target.node: pool.submit(_load, target, tag, fanout, reference.size, observer)
+            for target in needed
         }
-        failures = [_failure(node, future.exception()) for node, future in futures.items()]
-    problems = [failure for failure in failures if failure]
+        if needed:
+            pool.submit(_save, source, tag, fanout)
+        problems += [_failure(node, future.exception()) for node, future in loads.items()]
+    problems = [problem for problem in problems if problem]
     if problems:
         raise BuildError("distribution failed:\n" + "\n".join(problems))
     return verify_image([source, *targets], tag, reference)
@@ -133,49 +145,47 @@ def verify_image(
     return verified
 
 
-def _send(
-    source: DockerEndpoint,
-    target: DockerEndpoint,
-    tag: str,
-    reference: ImageFacts,
-    progress: ImageProgress,
-) -> None:
-    """One save -> load stream, each thread with its own connections to both daemons."""
-    with closing(connect(source)) as source_client, closing(connect(target)) as client:
-        _load_unless_present(
-            source_client, client, target.node, tag, reference=reference, progress=progress
-        )
+def _already_there(
+    target: DockerEndpoint, tag: str, reference: ImageFacts, progress: ImageProgress
+) -> bool:
+    """True when target holds the same image; BuildError when its tag names another one."""
+    with closing(connect(target)) as client:
+        existing = inspect_facts(client, target.node, tag)
+    if existing is None:
+        return False
+    progress.transfer_start(target.node, 0)
+    try:
+        compare_facts(reference, existing)
+    except BuildError as exc:
+        progress.transfer_done(target.node, ok=False)
+        raise BuildError(f"{exc}; its tag {tag} is never overwritten") from exc
+    progress.transfer_done(target.node, ok=True)
+    return True
 
 
-def _load_unless_present(
-    source: docker.DockerClient,
-    client: docker.DockerClient,
-    node: str,
-    tag: str,
-    *,
-    reference: ImageFacts,
-    progress: ImageProgress,
+def _save(source: DockerEndpoint, tag: str, fanout: Fanout) -> None:
+    """Read `docker save` from the build node once, into every reader of the fanout."""
+    with closing(connect(source)) as client:
+        fanout.pump(client.api.get_image(tag, chunk_size=CHUNK_BYTES))
+
+
+def _load(
+    target: DockerEndpoint, tag: str, fanout: Fanout, size: int, progress: ImageProgress
 ) -> None:
-    """Stream the image into client; a node that already has the same image is left alone."""
-    existing = inspect_facts(client, node, tag)
-    progress.transfer_start(node, 0 if existing else reference.size)
-    if existing is not None:
-        try:
-            compare_facts(reference, existing)
-        except BuildError as exc:
-            progress.transfer_done(node, ok=False)
-            raise BuildError(f"{exc}; its tag {tag} is never overwritten") from exc
-        progress.transfer_done(node, ok=True)
-        return
+    """Feed this node's copy of the stream into its `docker load`; drop out on any failure."""
+    progress.transfer_start(target.node, size)
     ok = False
     try:
-        saved = source.api.get_image(tag, chunk_size=CHUNK_BYTES)
-        for status in client.api.load_image(_counted(saved, node, progress)):
-            if "error" in status:
-                raise BuildError(f"docker load: {status['error']}")
+        with closing(connect(target)) as client:
+            chunks = _counted(fanout.reader(target.node), target.node, progress)
+            for status in client.api.load_image(chunks):
+                if "error" in status:
+                    raise BuildError(f"docker load of {tag}: {status['error']}")
         ok = True
     finally:
-        progress.transfer_done(node, ok=ok)
+        if not ok:
+            fanout.drop(target.node)
+        progress.transfer_done(target.node, ok=ok)
 
 
 def _counted(chunks: Iterator[bytes], node: str, progress: ImageProgress) -> Iterator[bytes]:
