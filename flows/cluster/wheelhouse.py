@@ -120,7 +120,11 @@ def ensure_wheelhouse(
         partial = Path(scratch) / "wheels"
         _download(spec, partial, pip)
         (partial / LOCK_NAME).write_text(lock_text(sorted(partial.glob("*.whl"))))
-        partial.replace(directory)
+        try:
+            partial.replace(directory)
+        except OSError:  # another run finished the same wheelhouse first: use that one
+            if not lock_file.is_file():
+                raise
     return Wheelhouse(directory=directory, lock=lock_file.read_text())
 
 

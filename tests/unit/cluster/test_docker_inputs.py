@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 import pytest
 
 from flows.cluster.base_image import BaseImageSpec, host_mirror, mirror_from_sources
-from flows.cluster.wheelhouse import WheelhouseSpec, engine_requirements, lock_text
+from flows.cluster.wheelhouse import (
+    WheelhouseSpec,
+    engine_requirements,
+    ensure_wheelhouse,
+    lock_text,
+)
 from flows.errors import BuildError, SpecError
 
 DEB822 = """Types: deb
@@ -114,3 +120,42 @@ def test_a_stray_file_in_a_wheelhouse_is_refused(tmp_path: Path) -> None:
     stray.write_bytes(b"")
     with pytest.raises(BuildError, match="unexpected file"):
         lock_text([stray])
+
+
+FAKE_PIP = """
+import sys, pathlib
+args = sys.argv[1:]
+calls = pathlib.Path(__file__).with_name("calls")
+calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+if "broken>=1" in args:
+    print("ERROR: No matching distribution found for broken>=1", file=sys.stderr)
+    sys.exit(1)
+dest = pathlib.Path(next(a for a in args if a.startswith("--dest=")).split("=", 1)[1])
+dest.mkdir(parents=True, exist_ok=True)
+(dest / "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"numpy")
+"""
+
+
+def fake_pip(tmp_path: Path) -> tuple[list[str], Path]:
+    script = tmp_path / "pip.py"
+    script.write_text(FAKE_PIP)
+    return [sys.executable, str(script)], tmp_path / "calls"
+
+
+def test_wheelhouse_is_downloaded_once_then_cached(tmp_path: Path) -> None:
+    pip, calls = fake_pip(tmp_path)
+    spec = WheelhouseSpec(requirements=("numpy>=2.0",))
+    first = ensure_wheelhouse(spec, tmp_path / "cache", pip)
+    second = ensure_wheelhouse(spec, tmp_path / "cache", pip)
+    assert calls.read_text() == "x"
+    assert first == second
+    assert first.lock.startswith("numpy==2.4.6 --hash=sha256:")
+    assert (first.directory / "requirements.lock").read_text() == first.lock
+
+
+def test_a_failed_download_is_a_build_error_and_caches_nothing(tmp_path: Path) -> None:
+    pip, _ = fake_pip(tmp_path)
+    spec = WheelhouseSpec(requirements=("broken>=1",))
+    with pytest.raises(BuildError, match="No matching distribution found for broken"):
+        ensure_wheelhouse(spec, tmp_path / "cache", pip)
+    assert list((tmp_path / "cache").iterdir()) == []
