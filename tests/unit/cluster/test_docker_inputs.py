@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from flows.cluster.base_image import BaseImageSpec, host_mirror, mirror_from_sources
+from flows.cluster.base_image import (
+    BaseImageSpec,
+    host_mirror,
+    mirror_from_sources,
+    rootfs_tarball,
+)
 from flows.cluster.wheelhouse import (
     WheelhouseSpec,
     engine_requirements,
@@ -158,4 +165,51 @@ def test_a_failed_download_is_a_build_error_and_caches_nothing(tmp_path: Path) -
     spec = WheelhouseSpec(requirements=("broken>=1",))
     with pytest.raises(BuildError, match="No matching distribution found for broken"):
         ensure_wheelhouse(spec, tmp_path / "cache", pip)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+FAKE_DEBOOTSTRAP = """#!/bin/sh
+# fake debootstrap: ARGS... SUITE TARGET MIRROR
+echo run >> "$CALLS"
+eval target=\\${$(($# - 1))}
+if [ "$FAIL" = 1 ]; then echo "E: Couldn't download packages: python3"; exit 1; fi
+mkdir -p "$target/usr/bin" "$target/var/lib/apt/lists"
+echo python > "$target/usr/bin/python3"
+echo junk > "$target/var/lib/apt/lists/index"
+"""
+
+
+@pytest.fixture
+def fake_debootstrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "debootstrap"
+    script.write_text(FAKE_DEBOOTSTRAP)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls"))
+    return tmp_path / "calls"
+
+
+def test_rootfs_is_built_once_slimmed_and_cached(tmp_path: Path, fake_debootstrap: Path) -> None:
+    spec = BaseImageSpec(mirror="http://deb.debian.org/debian")
+    first = rootfs_tarball(spec, tmp_path / "cache")
+    second = rootfs_tarball(spec, tmp_path / "cache")
+    assert first == second
+    assert fake_debootstrap.read_text() == "run\n"
+    with tarfile.open(first) as tar:
+        names = tar.getnames()
+    assert "./usr/bin/python3" in names
+    assert "./var/lib/apt/lists/index" not in names
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.name]
+
+
+def test_a_failed_debootstrap_names_the_mirror_and_shows_its_log(
+    tmp_path: Path, fake_debootstrap: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAIL", "1")
+    spec = BaseImageSpec(mirror="http://deb.debian.org/debian")
+    with pytest.raises(BuildError, match=r"from http://deb\.debian\.org/debian failed") as caught:
+        rootfs_tarball(spec, tmp_path / "cache")
+    assert "Couldn't download packages" in str(caught.value)
     assert list((tmp_path / "cache").iterdir()) == []
