@@ -10,9 +10,10 @@ questions, and `verify` checks the copy against the raw files.
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 SCHEMA_VERSION = 1
 RECORD_FILE = "record.json"
@@ -78,6 +79,17 @@ class Record(BaseModel):
     created_at: datetime
     updated_at: datetime
     published_at: datetime | None = None
+    _folder: Path | None = PrivateAttr(default=None)
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder this record was read from (None for a record built in memory)."""
+        return self._folder
+
+    def located(self, folder: Path) -> Record:
+        """This record, knowing the folder it lives in (for readers of its raw files)."""
+        self._folder = folder
+        return self
 
     @property
     def host_inventory(self) -> Any:

@@ -7,13 +7,17 @@ flow that needs it (listing for people skips it and says so).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from flows.errors import RecordError
+from flows.record.atomic import sha256_file
 from flows.record.model import RECORD_FILE, Record
+
+HASHES_FILE = "hashes.json"
 
 
 def read_record(path: Path) -> Record:
@@ -22,7 +26,7 @@ def read_record(path: Path) -> Record:
     if not file.is_file():
         raise RecordError(f"{file}: no such record (missing {RECORD_FILE})")
     try:
-        return Record.model_validate_json(file.read_text())
+        return Record.model_validate_json(file.read_text()).located(file.parent)
     except (ValidationError, ValueError) as error:
         first = str(error).splitlines()[0]
         raise RecordError(f"{file}: not a valid record: {first}") from error
@@ -71,12 +75,33 @@ def latest_record(
 
 
 def record_hashes(record: Record) -> dict[str, Any] | None:
-    """The per-prompt determinism hashes of a record, for the next release's comparison."""
+    """The per-prompt determinism hashes of a record, for the next release's comparison.
+
+    The stage's raw hashes.json is preferred (its entries also carry the token ids a `changed`
+    release needs for top-token agreement) when it is still as saved; else the summary's hashes.
+    """
     stage = record.stages.get("determinism")
     if stage is None:
         return None
+    raw = _saved_json(record, f"determinism/{HASHES_FILE}")
+    if isinstance(raw, dict) and raw:
+        return raw
     hashes = stage.summary.get("hashes")
     return dict(hashes) if isinstance(hashes, dict) and hashes else None
+
+
+def _saved_json(record: Record, relative: str) -> Any:
+    """A stage file of the record as JSON, if it is listed and unchanged since it was saved."""
+    if record.folder is None:
+        return None
+    file = record.folder / relative
+    listed = [f for stage in record.stages.values() for f in stage.files if f.path == relative]
+    if not listed or not file.is_file() or sha256_file(file) != listed[0].sha256:
+        return None
+    try:
+        return json.loads(file.read_text())
+    except ValueError:
+        return None
 
 
 def find_record(experiments: Path, ref: str) -> Path:

@@ -1,18 +1,28 @@
-"""Recompute the benchmark gate's points and decision from the raw arm receipts it kept.
+"""Recompute gate summaries from the raw files the gates kept, with the gates' own code.
 
 The benchmark stage keeps every arm's `arm.json` (every request's receipt) under
-`arms/<index>-<role>/`. Reading them back in session order and running the same comparison
-and decision as the gate must give the very numbers the summary holds; any difference means a
-receipt or the summary was changed. A session that drew on an A/A ledger of other records
-(`ledger_gaps` > 0) cannot be recomputed from this record alone and is left to the other checks.
+`arms/<index>-<role>/`: reading them back in session order and running the same comparison and
+decision as the gate must give the very numbers the summary holds. A session that drew on an
+A/A ledger of other records (`ledger_gaps` > 0) cannot be recomputed from this record alone and
+is left to the other checks. The determinism stage keeps every scenario's raw responses, which
+the gate's pure `judge` turns into the same summary again.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from flows.errors import SparkgateError
+from flows.gates.base import GateContext
+from flows.record.model import Record, StageEntry
+from flows.spec.cluster import Cluster
+from flows.spec.release import Release
+
+SAMPLED_FILE = "sampled-streams.json"
 
 
 def benchmark_problems(stage_dir: Path, summary: dict[str, Any], max_arms: int) -> list[str]:
@@ -61,3 +71,78 @@ def benchmark_problems(stage_dir: Path, summary: dict[str, Any], max_arms: int) 
 def _short(point: Any) -> str:
     keys = ("previous", "candidate", "change", "low", "high", "verdict")
     return ", ".join(f"{key} {point.get(key)}" for key in keys)
+
+
+DETERMINISM_KEYS = ("prompts", "scenarios", "against_previous", "hashes")
+
+
+def determinism_problems(
+    record: Record,
+    stage: StageEntry,
+    previous: Record | None,
+    previous_hashes: dict[str, Any] | None,
+) -> list[str]:
+    """Differences between the summary and the gate's own judgement of the raw responses.
+
+    The gate keeps every scenario's raw responses under scenarios/<name>.json; judging them
+    again (with the previous record's hashes it compared against) must give the same
+    scenarios, the same comparison with the previous release, the same hashes and outcome.
+    """
+    from flows.gates.determinism import judge  # noqa: PLC0415 - only verify needs the gate
+    from flows.gates.traffic import Answered  # noqa: PLC0415
+
+    folder = record.folder
+    if folder is None or not (folder / stage.stage / "scenarios" / "alone.json").is_file():
+        return []
+    scenarios = folder / stage.stage / "scenarios"
+    try:
+        runs = {
+            file.stem: [Answered(**item) for item in json.loads(file.read_text())]
+            for file in sorted(scenarios.glob("*.json"))
+            if file.name != SAMPLED_FILE
+        }
+        release = Release.model_validate(record.release)
+        context = GateContext(
+            cluster=Cluster.model_validate(record.cluster),
+            release=release,
+            previous=_previous_release(record, release, previous),
+            transports={},
+            state=folder,
+            experiments=folder.parent,
+        )
+        summary, outcome, _reason = judge(runs, context, release.gates.determinism, previous_hashes)
+    except (ValidationError, ValueError, TypeError, KeyError) as error:
+        return [f"determinism: the raw responses cannot be judged again: {error}"]
+    problems = [
+        f"determinism: {key} differs from the one the raw responses give"
+        for key in DETERMINISM_KEYS
+        if key in stage.summary
+        and _normal(key, _plain(summary.get(key))) != _normal(key, stage.summary.get(key))
+    ]
+    if outcome.value != stage.outcome:
+        problems.append(
+            f"determinism: outcome {stage.outcome}, the raw responses give {outcome.value}"
+        )
+    return problems
+
+
+def _previous_release(record: Record, release: Release, previous: Record | None) -> Release | None:
+    """The previous release as the gate saw it (its record's spec; else only its name)."""
+    if previous is not None:
+        return Release.model_validate(previous.release)
+    if record.previous:
+        return release.model_copy(update={"name": record.previous})
+    return None
+
+
+def _normal(key: str, value: Any) -> Any:
+    """Scenarios compared by name: the files come back sorted, not in the order they ran."""
+    if key == "scenarios" and isinstance(value, list):
+        return sorted(
+            value, key=lambda item: str(item.get("name")) if isinstance(item, dict) else ""
+        )
+    return value
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value))

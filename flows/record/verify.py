@@ -22,7 +22,7 @@ from flows.record import tables
 from flows.record.atomic import sha256_file
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
 from flows.record.reader import list_records, read_record, record_hashes
-from flows.record.recompute import benchmark_problems
+from flows.record.recompute import benchmark_problems, determinism_problems
 from flows.record.render import render_readme
 
 _BASE_FIELDS = set(GateResult.model_fields)
@@ -49,6 +49,7 @@ def verify(path: Path) -> list[str]:
     problems += _check_files(path, "plot", record.plots)
     problems += _check_documents(path, record)
     problems += _check_previous(path.parent, rebuilt)
+    problems += _check_determinism(path.parent, rebuilt)
     problems += _check_readme(path, rebuilt)
     return problems
 
@@ -183,6 +184,15 @@ def _check_previous(experiments: Path, record: Record) -> list[str]:
             )
         ]
     return []
+
+
+def _check_determinism(experiments: Path, record: Record) -> list[str]:
+    stage = record.stages.get("determinism")
+    if stage is None or stage.outcome == "skipped":
+        return []
+    previous = _previous_record(experiments, record, stage)
+    hashes = record_hashes(previous) if previous is not None else None
+    return determinism_problems(record, stage, previous, hashes)
 
 
 def _previous_record(experiments: Path, record: Record, stage: StageEntry | None) -> Record | None:

@@ -9,8 +9,10 @@ from typing import Any
 
 from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
-from flows.gates.base import GateResult, Outcome
+from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark import Role, arm_folder, points_summary, run_session
+from flows.gates.determinism import judge
+from flows.gates.traffic import Answered
 from flows.record import verify
 from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
@@ -68,10 +70,10 @@ def _published(tmp_path: Path, release: Release, cluster: Cluster) -> Path:
     return writer.publish(verdict="qualified", stage_order=["benchmark"], versions={})
 
 
-def _rehash(path: Path, relative: str) -> None:
+def _rehash(path: Path, relative: str, stage: str = "benchmark") -> None:
     """Make record.json agree with an edited file, so only the recomputation can notice."""
     record: dict[str, Any] = json.loads((path / "record.json").read_text())
-    for entry in record["stages"]["benchmark"]["files"]:
+    for entry in record["stages"][stage]["files"]:
         if entry["path"] == relative:
             entry["sha256"] = sha256_file(path / relative)
             entry["bytes"] = (path / relative).stat().st_size
@@ -97,3 +99,69 @@ def test_an_edited_receipt_changes_the_recomputed_points(
     problems = "\n".join(verify(path))
     assert "benchmark: streams/c2 tps: summary previous 100.0" in problems
     assert "raw arms give previous 120.0" in problems
+
+
+def _completion(tokens: list[int], logprobs: list[float]) -> dict[str, Any]:
+    return {
+        "choices": [
+            {
+                "text": "".join(chr(97 + t % 26) for t in tokens),
+                "token_ids": tokens,
+                "logprobs": {
+                    "token_logprobs": logprobs,
+                    "top_logprobs": [{"a": lp} for lp in logprobs],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": len(tokens)},
+    }
+
+
+def _determinism_stage(out: Path, release: Release, cluster: Cluster) -> GateResult:
+    """Raw responses as the gate keeps them, judged by the gate's own pure `judge`."""
+    answers = {
+        "p0": _completion([1, 2, 3], [-0.5, -0.25, -0.125]),
+        "p1": _completion([4, 5], [-1.5, -0.75]),
+    }
+    runs = {
+        name: [Answered(prompt, 0.01 * i, 0.5, answers[prompt]) for i, prompt in enumerate(answers)]
+        for name in ("alone", "all-at-once", "after-traffic")
+    }
+    files = []
+    for name, run in runs.items():
+        raw = [
+            {"prompt": a.prompt, "sent_s": a.sent_s, "answered_s": a.answered_s,
+             "response": a.response}
+            for a in run
+        ]  # fmt: skip
+        (out / "scenarios").mkdir(exist_ok=True)
+        (out / "scenarios" / f"{name}.json").write_text(json.dumps(raw))
+        files.append(f"scenarios/{name}.json")
+    context = GateContext(
+        cluster=cluster, release=release, previous=None, transports={}, state=out, experiments=out
+    )
+    summary, outcome, reason = judge(runs, context, release.gates.determinism, None)
+    return GateResult(
+        gate="determinism", outcome=outcome, reason=reason, started_at=datetime.now(UTC),
+        seconds=1.0, summary=json.loads(json.dumps(summary)), files=files,
+    )  # fmt: skip
+
+
+def test_determinism_is_judged_again_from_raw_responses(
+    tmp_path: Path, release_r1: Release, cluster: Cluster
+) -> None:
+    writer = open_record(tmp_path, release_r1, build_digest="d", cluster=cluster, previous=None)
+    result = _determinism_stage(writer.stage_dir("determinism"), release_r1, cluster)
+    assert result.outcome == Outcome.PASSED
+    writer.save_stage(result)
+    path = writer.publish(verdict="qualified", stage_order=["determinism"], versions={})
+    assert verify(path) == []
+    relative = "determinism/scenarios/after-traffic.json"
+    raw = json.loads((path / relative).read_text())
+    raw[1]["response"]["choices"][0]["logprobs"]["token_logprobs"][1] = -0.7500001
+    (path / relative).write_text(json.dumps(raw))
+    _rehash(path, relative, stage="determinism")
+    assert verify(path) == [
+        "determinism: scenarios differs from the one the raw responses give",
+        "determinism: outcome passed, the raw responses give failed",
+    ]

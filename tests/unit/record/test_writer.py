@@ -189,3 +189,17 @@ def test_evidence_outside_the_record_is_copied_in_and_verified(
     assert verify(writer.path) == [
         "cold_boots evidence: evidence/cold_boots/boot-1/local0/rank0.log is missing"
     ]
+
+
+def test_record_hashes_prefer_the_raw_hashes_file_while_it_is_unchanged(
+    tmp_path: Path, release_r2: Release, cluster: Cluster, helpers: Any
+) -> None:
+    writer = _open(tmp_path, release_r2, cluster, helpers)
+    out = writer.stage_dir("determinism")
+    result = helpers.determinism(out)
+    raw = {"p0": {"tokens": "t", "logprobs": "l", "token_ids": [1, 2]}}
+    (out / "hashes.json").write_text(json.dumps(raw))
+    writer.save_stage(result.model_copy(update={"files": [*result.files, "hashes.json"]}))
+    assert record_hashes(read_record(writer.path)) == raw
+    (out / "hashes.json").write_text(json.dumps({"p0": {}}))
+    assert record_hashes(read_record(writer.path)) == helpers.hashes  # edited: the summary's
