@@ -5,9 +5,11 @@ node) the caches are emptied through the pipeline, the candidate is booted and i
 kept: time to ready, per-rank preparation seconds and kernels, the liveness wait. Then a spot
 check (a few greedy prompts), a burst of concurrent streams with logprobs, and the spot check
 again; the rank logs are read once more from the start and the compile counter scraped, and
-both must show zero compiles after preparation. Every spot check must equal the reference
-(passed in, or the first boot's own). A failed boot is a failed row naming its cause, with its
-evidence folder; the other modes still run, so the table shows everything at once.
+both must show zero compiles after preparation. The spot check sends the first determinism
+prompts (ids p0, p1, ..., the determinism max_tokens), so it must equal the determinism gate's
+hashes when the flow passes them in as `reference`, else the first boot's own. A failed boot is
+a failed row naming its cause, with its evidence folder; the other modes still run, so the
+table shows everything at once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from flows.cluster.timeline import COMPILE, LogEvent, LogReader
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome, api_base_url
 from flows.gates.outputs import Output, hashes, output_from_completion
-from flows.gates.prompts import Prompt
+from flows.gates.prompts import Prompt, named_prompts
 from flows.gates.running import running_release, write_json
 from flows.gates.traffic import complete, open_client, stream
 from flows.gates.verdicts import BootObservation, RankFigures, boot_row, cold_boots_verdict
@@ -47,14 +49,16 @@ def run_cold_boots(
     *,
     reference: Hashes | None = None,
 ) -> GateResult:
-    """Boot once per mode; each must be ready, compile nothing after preparation, match."""
+    """Boot once per mode; each must be ready, compile nothing after preparation, match.
+
+    `reference`: per prompt id {"tokens", "logprobs"} hashes (the determinism summary's
+    `hashes` or its hashes.json); extra keys are ignored.
+    """
     started_at = datetime.now(UTC)
     clock = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
-    spot = [
-        Prompt(id=f"s{i}", text=text, max_tokens=settings.max_tokens)
-        for i, text in enumerate(settings.spot_check)
-    ]
+    greedy = context.release.gates.determinism
+    spot = named_prompts(greedy.prompts[: settings.spot_check], greedy.max_tokens)
     plans = render_all(context.cluster, context.release, {"python": "python"})
     files: list[str] = []
     evidence: list[str] = []
@@ -82,7 +86,11 @@ def run_cold_boots(
     passed, reason = cold_boots_verdict(seen)
     summary: dict[str, Any] = {
         "boots": [boot_row(observation) for observation in seen],
-        "reference": dict(reference or {}),
+        "reference": {
+            p.id: {k: reference[p.id][k] for k in ("tokens", "logprobs")}
+            for p in spot
+            if reference is not None and p.id in reference
+        },
     }
     files.append(write_json(out_dir, "summary.json", summary))
     return GateResult(
@@ -155,19 +163,22 @@ def _judge_spot(
     if reference is None or not raw.get("spot"):
         return observed
     outputs = [Output.model_validate(o) for o in raw["spot"]]
-    differing = sorted(
-        {
-            o.prompt
-            for o in outputs
-            if dict(reference.get(o.prompt, {})) != hashes([o]).get(o.prompt)
-        }
-    )
+    differing = sorted({o.prompt for o in outputs if not _matches(reference, o)})
     return observed.model_copy(
         update={
             "spot_check": "differs" if differing else "identical",
             "spot_differing": differing,
         }
     )
+
+
+def _matches(reference: Hashes, output: Output) -> bool:
+    """Tokens and logprobs hash as in the reference (extra keys of the entry are ignored)."""
+    entry = reference.get(output.prompt)
+    if entry is None:
+        return False
+    mine = hashes([output])[output.prompt]
+    return all(entry.get(key) == value for key, value in mine.items())
 
 
 async def _traffic(

@@ -145,13 +145,11 @@ class ColdBootsGate(Gate):
     max_tokens: int = Field(
         default=16, ge=1, description="Tokens per burst and spot-check request."
     )
-    spot_check: list[str] = Field(
-        default=[
-            "The quick brown fox jumps over the lazy dog, and then",
-            "Once upon a time, in a village by the sea, there lived",
-            "SELECT name, total FROM orders WHERE total > 100 ORDER BY",
-        ],
-        description="Greedy prompts whose tokens must equal the reference boot's after each boot.",
+    spot_check: int = Field(
+        default=3,
+        ge=1,
+        description="How many of the determinism prompts (its max_tokens) must equal the "
+        "reference after each boot.",
     )
 
 

@@ -20,8 +20,14 @@ from .conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SPOT = ["The quick brown fox jumps over the lazy dog, and then", "SELECT name FROM orders"]
-ALL_MODES = ColdBootsGate(spot_check=SPOT, max_tokens=12, requests_after_ready=3, timeout_s=600)
+ALL_MODES = ColdBootsGate(spot_check=2, max_tokens=12, requests_after_ready=3, timeout_s=600)
+SHORT = DeterminismGate(
+    prompts=["The quick brown fox jumps over the lazy dog, and then", "SELECT name FROM orders"],
+    max_tokens=12,
+    long_prompt_tokens=200,
+    stagger_ms=30,
+    sampled_streams=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +75,7 @@ def test_r1_cold_boots_pass_with_zero_compiles(
     assert one[1]["compiled"] > 0  # the last rank by default
     assert all(r["compiled"] > 0 for r in rows["all-kernels"]["ranks"])
     assert "rank 1 compiled" in rows["one-rank-kernels"]["what_happened"]
-    assert set(result.summary["reference"]) == {"s0", "s1"}
+    assert set(result.summary["reference"]) == {"p0", "p1"}
     timeline = json.loads((tmp_path / "boots/all-jit.json").read_text())["timeline"]
     assert [r["rank"] for r in timeline["ranks"]] == [0, 1]
     assert (tmp_path / "boots/warm/local0-rank0.log").is_file()
@@ -82,24 +88,26 @@ def test_lazy_kernel_fails_cold_boots_but_passes_determinism(
     tmp_path: Path,
 ) -> None:
     lazy = load_model(ROOT / "releases/faulty/lazy-kernel.yaml", Release)
+    lazy = lazy.model_copy(update={"gates": lazy.gates.model_copy(update={"determinism": SHORT})})
     context = context_for(local_cluster, transports, state, lazy)
+    determinism = run_determinism(context, SHORT, tmp_path / "determinism")
+    assert determinism.outcome == Outcome.PASSED, determinism.reason
+
     boots = run_cold_boots(
-        context, ALL_MODES.model_copy(update={"modes": ["warm"]}), tmp_path / "boots"
+        context,
+        ALL_MODES.model_copy(update={"modes": ["warm"]}),
+        tmp_path / "boots",
+        reference=determinism.summary["hashes"],  # as the flow passes it
     )
     assert boots.outcome == Outcome.FAILED
     assert "warm:" in boots.reason
     assert "compiles after preparation" in boots.reason
     assert "mlp" in boots.reason
+    assert "spot check" not in boots.reason
     row = boots.summary["boots"][0]
     assert row["compiles_after_preparation"] > 0
     assert row["compiles_metric"] > 0
     assert row["spot_check"] == "identical"
-
-    short = DeterminismGate(
-        prompts=SPOT, max_tokens=12, long_prompt_tokens=200, stagger_ms=30, sampled_streams=1
-    )
-    determinism = run_determinism(context, short, tmp_path / "determinism")
-    assert determinism.outcome == Outcome.PASSED, determinism.reason
 
 
 def test_a_rank_crashing_at_boot_fails_naming_mode_and_cause_with_evidence(
