@@ -126,3 +126,7 @@ class InconclusiveError(GateFailedError):
 
 class RecordError(SparkgateError):
     """An experiments record is missing, malformed or does not verify."""
+
+
+class PromotionError(SparkgateError):
+    """A release may not be promoted (a gate missing or failed), or its deploy failed."""

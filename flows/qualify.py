@@ -31,6 +31,7 @@ from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
 from flows.errors import GateFailedError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
+from flows.promote import decide_promotion
 from flows.record import latest_record, open_record, record_hashes, write_index
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
@@ -52,6 +53,7 @@ class QualifyOutcome(BaseModel):
     record: str
     gates: dict[str, str]
     seconds: dict[str, float]
+    promotion: str = ""
 
 
 def load_release_and_previous(path: Path | str) -> tuple[Release, Release | None]:
@@ -112,8 +114,13 @@ def gate_task(
 
 
 @flow(name="qualify-release", validate_parameters=False)
-def qualify_flow(release_file: str, cluster_file: str, fresh: bool = False) -> QualifyOutcome:
-    """Qualify a release on a cluster and publish its experiments record."""
+def qualify_flow(
+    release_file: str, cluster_file: str, fresh: bool = False, wait: bool = True
+) -> QualifyOutcome:
+    """Qualify a release on a cluster, publish its record, then wait for a promotion decision.
+
+    With `wait=False` a passing release ends "awaiting promotion" (`sparkgate promote` later).
+    """
     release, previous = load_release_and_previous(release_file)
     cluster = load_model(cluster_file, Cluster)
     state = state_dir()
@@ -165,7 +172,8 @@ def qualify_flow(release_file: str, cluster_file: str, fresh: bool = False) -> Q
     )
     if failed is not None:
         raise GateFailedError(f"{release.name} {text} (record: {published})")
-    return outcome
+    decided = decide_promotion(release_file, release, published, wait=wait, progress=say)
+    return outcome.model_copy(update={"promotion": decided})
 
 
 def _run_gates(

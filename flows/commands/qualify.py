@@ -17,7 +17,7 @@ from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
 from flows.console import err_console, out_console
-from flows.errors import GateFailedError
+from flows.errors import GateFailedError, PromotionError
 
 
 def qualify(
@@ -25,6 +25,12 @@ def qualify(
     cluster: ClusterOption = "local",
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start over instead of resuming finished gates.")
+    ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait", help="End as 'qualified, awaiting promotion' instead of waiting."
+        ),
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -45,6 +51,7 @@ def qualify(
         try:
             state = qualify_flow(
                 str(Path(release).resolve()), str(cluster_path(cluster).resolve()), fresh,
+                not no_wait,
                 return_state=True,
             )  # fmt: skip
         finally:
@@ -52,7 +59,7 @@ def qualify(
     if state.is_failed():
         try:
             state.result()
-        except GateFailedError:
+        except (GateFailedError, PromotionError):
             raise
         except Exception as error:
             raise GateFailedError(f"{chosen.name}: qualification failed: {error}") from error
@@ -66,6 +73,8 @@ def qualify(
         table.add_row(gate, escape(result))
     err_console.print(table)
     err_console.print(f"record: {escape(outcome.record)}")
+    if outcome.promotion:
+        err_console.print(f"{chosen.name}: {escape(outcome.verdict)}, {escape(outcome.promotion)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,527 @@
+"""Promotion: a person's decision turns a qualified release into the promoted one, reversibly.
+
+Why it exists: a release reaches production only after every gate passed for the very build
+that would be deployed, and only by a named person with a reason. The promoted release is one
+file, `config/promoted.yaml` (current entry plus the earlier promoted ones, newest first), always
+replaced by rename so a reader sees the old pointer or the new one. Every decision (promoted,
+rejected, deployed, deploy failed, rolled back) is appended as one JSON line to
+`experiments/promotions.jsonl`, which is never rewritten.
+
+The module reads top to bottom: the decision input the paused qualification waits for, the pure
+rules (refusal reasons, pointer updates, spot-check comparison), then the I/O (pointer, log,
+promote, deploy with automatic rollback, rollback on purpose, finding and resuming a paused run).
+Import it only after `flows.settings.prefect_environment()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowFilter,
+    FlowFilterName,
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+)
+from prefect.client.schemas.objects import StateType
+from prefect.flow_runs import pause_flow_run, resume_flow_run
+from prefect.input import RunInput
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flows.cluster.boot import probe_ready
+from flows.cluster.lock import ClusterLock, lock_settings
+from flows.cluster.process_build import build_release
+from flows.cluster.session import load_session, start_release, stop_session
+from flows.cluster.transport.base import Transport
+from flows.cluster.transport.factory import TransportPool
+from flows.errors import BootError, PromotionError, SparkgateError, SpecError
+from flows.gates.base import api_base_url
+from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
+from flows.gates.prompts import LONG_ID, Prompt
+from flows.gates.traffic import complete, open_client
+from flows.record import latest_record, read_record, record_hashes
+from flows.record.atomic import write_text
+from flows.record.model import Record, verdict_passes
+from flows.settings import project_root, state_dir
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import Release, load_release
+from flows.stages import GATES
+
+POINTER_FILE = Path("config/promoted.yaml")
+LOG_FILE = Path("experiments/promotions.jsonl")
+QUALIFY_FLOW = "qualify-release"
+SPOT_CHECK_PROMPTS = 3
+RESUME_ATTEMPTS = 10
+POLL_S = 1
+AWAITING = "awaiting promotion"
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+Progress = Callable[[str], None]
+_T = TypeVar("_T")
+
+
+class Decision(RunInput):
+    """What a person answers to a paused qualification (CLI `approve`/`reject` or the UI form)."""
+
+    decision: Literal["approve", "reject"] = Field(description="approve or reject the release")
+    by: str = Field(min_length=1, description="who decides")
+    reason: str = Field(default="", description="why")
+
+
+class PromotedEntry(BaseModel):
+    """One promoted release: what, which build, which record proves it, who, when, why."""
+
+    model_config = _FROZEN
+
+    release: str
+    release_file: str = Field(description="Relative to the project root when inside it.")
+    build_digest: str
+    record: str = Field(description="Record folder, relative to the project root when inside.")
+    at: datetime
+    by: str
+    reason: str
+
+
+class Pointer(BaseModel):
+    """config/promoted.yaml: the promoted release and the earlier ones, newest first."""
+
+    model_config = _FROZEN
+
+    current: PromotedEntry
+    history: list[PromotedEntry] = Field(default=[], description="Earlier promotions.")
+
+
+class LogEntry(BaseModel):
+    """One line of the promotions log."""
+
+    model_config = _FROZEN
+
+    at: datetime
+    action: Literal["promoted", "rejected", "deployed", "deploy-failed", "rolled-back"]
+    release: str
+    by: str
+    reason: str
+    build_digest: str | None = None
+    record: str | None = None
+    evidence: list[str] = Field(default=[], description="Evidence folders of failed boots.")
+    detail: str = ""
+
+
+# -- pure rules ----------------------------------------------------------------------------------
+
+
+def refusal_reasons(record: Record | None, release: Release, digest: str) -> list[str]:
+    """Why `release` may not be promoted with build `digest`; empty when every gate passed.
+
+    A gate counts when it passed, or when it was skipped because this release disables it.
+    """
+    if record is None:
+        return [f"{release.name}: no published record; qualify it first"]
+    problems: list[str] = []
+    if record.build_digest != digest:
+        problems.append(
+            f"record {record.name} qualified build {record.build_digest[:12]}, but the build "
+            f"that would be deployed now is {digest[:12]}; qualify again"
+        )
+    for gate in GATES:
+        stage = record.stages.get(gate)
+        if stage is None:
+            problems.append(f"gate {gate} missing from record {record.name}")
+        elif stage.outcome == "failed":
+            problems.append(f"gate {gate} failed in record {record.name}: {stage.reason}")
+        elif stage.outcome != "passed" and getattr(release.gates, gate).enabled:
+            problems.append(f"gate {gate} was {stage.outcome} in record {record.name}")
+    if not problems and not verdict_passes(record.verdict):
+        problems.append(f"record {record.name} verdict is {record.verdict!r}")
+    return problems
+
+
+def promoted(pointer: Pointer | None, entry: PromotedEntry) -> Pointer:
+    """The pointer after promoting `entry` (the current one moves into history)."""
+    if pointer is None:
+        return Pointer(current=entry)
+    return Pointer(current=entry, history=[pointer.current, *pointer.history])
+
+
+def rolled_back(pointer: Pointer | None) -> Pointer:
+    """The pointer after returning to the previous promoted release."""
+    if pointer is None or not pointer.history:
+        raise PromotionError("no previous promoted release to roll back to")
+    return Pointer(current=pointer.history[0], history=pointer.history[1:])
+
+
+def spot_check_prompts(hashes: Mapping[str, Any], count: int) -> list[Prompt]:
+    """The first `count` short prompts of a record's determinism hashes, as they were sent."""
+    chosen: list[Prompt] = []
+    for prompt_id, entry in hashes.items():
+        if prompt_id == LONG_ID or not isinstance(entry, Mapping) or "prompt" not in entry:
+            continue
+        chosen.append(
+            Prompt(id=prompt_id, text=str(entry["prompt"]), max_tokens=int(entry["max_tokens"]))
+        )
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+def spot_check_differences(
+    expected: Mapping[str, Any], got: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """Prompts whose tokens or logprobs hash differs from the record's."""
+    found: list[str] = []
+    for prompt_id, hashes in got.items():
+        want = expected[prompt_id]
+        for kind in ("tokens", "logprobs"):
+            if hashes[kind] != want.get(kind):
+                found.append(f"{prompt_id}: {kind} differ from the record")
+    return found
+
+
+def relative_to_root(path: Path, root: Path) -> str:
+    """A path as stored in the pointer and log: relative to the project root when inside it."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(resolved)
+
+
+# -- pointer and log -----------------------------------------------------------------------------
+
+
+def read_pointer(root: Path) -> Pointer | None:
+    """The promoted pointer, or None before the first promotion."""
+    path = root / POINTER_FILE
+    if not path.is_file():
+        return None
+    try:
+        return Pointer.model_validate(yaml.safe_load(path.read_text()))
+    except (ValidationError, yaml.YAMLError) as error:
+        raise SpecError(
+            str(error).splitlines()[0], file=path, expected="a promoted pointer"
+        ) from None
+
+
+def write_pointer(root: Path, pointer: Pointer) -> Path:
+    """Replace the pointer atomically (temporary file, fsync, rename)."""
+    path = root / POINTER_FILE
+    header = "# Written by `sparkgate promote/approve/rollback`; do not edit by hand.\n"
+    data = pointer.model_dump(mode="json")
+    write_text(path, header + yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def append_log(root: Path, entry: LogEntry) -> Path:
+    """Append one line to the promotions log (one write of a whole line, then fsync)."""
+    path = root / LOG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (entry.model_dump_json() + "\n").encode()
+    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(handle, line)
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+    return path
+
+
+def read_log(root: Path) -> list[LogEntry]:
+    """Every entry of the promotions log, oldest first."""
+    path = root / LOG_FILE
+    if not path.is_file():
+        return []
+    return [LogEntry.model_validate_json(line) for line in path.read_text().splitlines() if line]
+
+
+# -- promote -------------------------------------------------------------------------------------
+
+
+def checked_entry(
+    release_file: Path, *, by: str, reason: str, root: Path, state: Path, progress: Progress
+) -> PromotedEntry:
+    """The entry to promote, after the refusal rules; raises PromotionError naming each gap."""
+    release = load_release(release_file)
+    digest = build_release(release, state / "build-cache", progress).digest
+    experiments = root / "experiments"
+    record = latest_record(experiments, release.name)
+    problems = refusal_reasons(record, release, digest)
+    if problems or record is None:
+        raise PromotionError(f"refusing to promote {release.name}: " + "; ".join(problems))
+    return PromotedEntry(
+        release=release.name, release_file=relative_to_root(release_file, root),
+        build_digest=digest, record=relative_to_root(experiments / record.name, root),
+        at=datetime.now(UTC), by=by, reason=reason,
+    )  # fmt: skip
+
+
+def promote_release(
+    release_file: Path | str,
+    *,
+    by: str,
+    reason: str,
+    cluster_file: Path | str | None = None,
+    progress: Progress | None = None,
+) -> Pointer:
+    """Promote a qualified release; with a cluster file, deploy it (rolled back on failure)."""
+    say = progress or (lambda _line: None)
+    root, state = project_root(), state_dir()
+    entry = checked_entry(
+        Path(release_file), by=by, reason=reason, root=root, state=state, progress=say
+    )
+    before = read_pointer(root)
+    after = promoted(before, entry)
+    write_pointer(root, after)
+    append_log(root, _log(entry, "promoted"))
+    say(f"promoted {entry.release} (build {entry.build_digest[:12]}, record {entry.record})")
+    if cluster_file is None:
+        return after
+    cluster = load_model(cluster_file, Cluster)
+    problem, evidence = deploy(cluster, entry, root=root, state=state, progress=say)
+    if problem is None:
+        append_log(root, _log(entry, "deployed", detail=f"on {cluster.name}"))
+        return after
+    append_log(root, _log(entry, "deploy-failed", detail=problem, evidence=evidence))
+    say(f"deploy of {entry.release} failed: {problem}; rolling back")
+    if before is None:
+        raise PromotionError(
+            f"deploy of {entry.release} failed and there is no previous promoted release: "
+            f"{problem} (evidence: {', '.join(evidence) or 'none'})"
+        )
+    restored = rolled_back(after)
+    write_pointer(root, restored)
+    back, back_evidence = deploy(cluster, restored.current, root=root, state=state, progress=say)
+    detail = f"automatic, after the deploy of {entry.release} failed: {problem}"
+    if back is not None:
+        detail += f"; the previous release did not verify either: {back}"
+    append_log(
+        root,
+        _log(
+            restored.current, "rolled-back", by=by, reason=reason, detail=detail,
+            evidence=[*evidence, *back_evidence],
+        ),
+    )  # fmt: skip
+    raise PromotionError(
+        f"deploy of {entry.release} failed: {problem}; rolled back to {restored.current.release}"
+        + (" (verified)" if back is None else f" which failed too: {back}")
+        + f"; evidence: {', '.join(evidence) or 'none'}"
+    )
+
+
+def rollback(
+    *,
+    by: str,
+    reason: str,
+    cluster_file: Path | str | None = None,
+    progress: Progress | None = None,
+) -> Pointer:
+    """Return to the previous promoted release on purpose (and deploy it with a cluster)."""
+    say = progress or (lambda _line: None)
+    root, state = project_root(), state_dir()
+    restored = rolled_back(read_pointer(root))
+    write_pointer(root, restored)
+    problem, evidence = None, list[str]()
+    if cluster_file is not None:
+        cluster = load_model(cluster_file, Cluster)
+        problem, evidence = deploy(cluster, restored.current, root=root, state=state, progress=say)
+    detail = "on purpose" + ("" if problem is None else f"; deploy failed: {problem}")
+    append_log(
+        root,
+        _log(restored.current, "rolled-back", by=by, reason=reason, detail=detail,
+             evidence=evidence),
+    )  # fmt: skip
+    if problem is not None:
+        raise PromotionError(f"rolled back to {restored.current.release} but it failed: {problem}")
+    return restored
+
+
+def _log(
+    entry: PromotedEntry,
+    action: Literal["promoted", "deployed", "deploy-failed", "rolled-back"],
+    *,
+    by: str | None = None,
+    reason: str | None = None,
+    detail: str = "",
+    evidence: Sequence[str] = (),
+) -> LogEntry:
+    return LogEntry(
+        at=datetime.now(UTC), action=action, release=entry.release, by=by or entry.by,
+        reason=entry.reason if reason is None else reason, build_digest=entry.build_digest,
+        record=entry.record, evidence=list(evidence), detail=detail,
+    )  # fmt: skip
+
+
+def log_rejection(release: str, *, by: str, reason: str) -> None:
+    """Record a rejection (the release stays unpromoted)."""
+    append_log(
+        project_root(),
+        LogEntry(at=datetime.now(UTC), action="rejected", release=release, by=by, reason=reason),
+    )
+
+
+# -- deploy --------------------------------------------------------------------------------------
+
+
+def deploy(
+    cluster: Cluster, entry: PromotedEntry, *, root: Path, state: Path, progress: Progress
+) -> tuple[str | None, list[str]]:
+    """Stop what runs, start `entry`, check health and a spot check; (problem, evidence).
+
+    A release that fails is stopped again; one that passes is left serving.
+    """
+    release = load_release(root / entry.release_file)
+    with TransportPool(cluster) as pool:
+        transports = {node.name: pool.node(node.name) for node in cluster.nodes}
+        with ClusterLock(pool.head, lock_settings(cluster), command=f"deploy {entry.release}"):
+            running = load_session(state, cluster.name)
+            if running is not None:
+                progress(f"stopping {running.release} on {cluster.name}")
+                stop_session(cluster, running, transports, state)
+            return _start_and_verify(
+                cluster, release, entry, transports=transports, root=root, state=state,
+                progress=progress,
+            )  # fmt: skip
+
+
+def _start_and_verify(
+    cluster: Cluster,
+    release: Release,
+    entry: PromotedEntry,
+    *,
+    transports: dict[str, Transport],
+    root: Path,
+    state: Path,
+    progress: Progress,
+) -> tuple[str | None, list[str]]:
+    progress(f"starting {entry.release} on {cluster.name}")
+    try:
+        started = start_release(cluster, release, transports, state, progress=progress)
+    except BootError as error:
+        return f"boot failed: {error}", [str(error.evidence)] if error.evidence else []
+    except SparkgateError as error:
+        return f"could not start: {error}", []
+    problem = _verify(cluster, release, entry, started.session.handles, root)
+    if problem is not None:
+        stop_session(cluster, started.session, transports, state)
+        return problem, []
+    progress(f"{entry.release} serves on {cluster.name}, spot check passed")
+    return None, []
+
+
+def _verify(
+    cluster: Cluster, release: Release, entry: PromotedEntry, handles: Sequence[Any], root: Path
+) -> str | None:
+    head = next(handle for handle in handles if handle.head)
+    if not head.plan.ready_url or not probe_ready(head.plan.ready_url):
+        return f"health check failed: {head.plan.ready_url} does not answer"
+    hashes = record_hashes(read_record(root / entry.record))
+    if not hashes:
+        return f"record {entry.record} has no determinism hashes to spot-check against"
+    prompts = spot_check_prompts(hashes, SPOT_CHECK_PROMPTS)
+    if not prompts:
+        return f"record {entry.record} names no short prompt to spot-check"
+    top = release.gates.determinism.top_logprobs if release.gates.determinism.logprobs else 0
+    try:
+        got = asyncio.run(_spot_check(api_base_url(cluster), prompts, top))
+    except (SparkgateError, OSError, ValueError) as error:
+        return f"spot check could not run: {error}"
+    differences = spot_check_differences(hashes, got)
+    return "spot check: " + "; ".join(differences) if differences else None
+
+
+async def _spot_check(
+    base_url: str, prompts: Sequence[Prompt], top: int
+) -> dict[str, dict[str, str]]:
+    async with open_client(base_url, top) as client:
+        answers = [await complete(client, prompt) for prompt in prompts]
+    outputs = [output_from_completion(a.prompt, a.response) for a in answers]
+    return {o.prompt: {"tokens": tokens_hash(o), "logprobs": logprobs_hash(o)} for o in outputs}
+
+
+# -- the paused qualification --------------------------------------------------------------------
+
+
+def resume_paused(release: str, decision: Decision) -> str:
+    """Find the paused qualification of `release` and resume it with `decision`; the run id.
+
+    Retries while the embedded server's database is locked or a server answers 503.
+    """
+    paused = FlowRunFilter(
+        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
+    )
+    named = FlowFilter(name=FlowFilterName(any_=[QUALIFY_FLOW]))
+    with get_client(sync_client=True) as client:
+        runs = _retry(lambda: client.read_flow_runs(flow_filter=named, flow_run_filter=paused))
+    matching = [run for run in runs if _release_of(run.parameters) == release]
+    if not matching:
+        raise PromotionError(f"no paused qualification of {release} is waiting for a decision")
+    run = matching[0]
+    _retry(lambda: resume_flow_run(run.id, run_input=decision.model_dump(mode="json")))
+    return str(run.id)
+
+
+def _release_of(parameters: Mapping[str, Any]) -> str:
+    return Path(str(parameters.get("release_file", ""))).stem
+
+
+def _retry(call: Callable[[], _T]) -> _T:
+    for attempt in range(RESUME_ATTEMPTS):
+        try:
+            return call()
+        except Exception as error:
+            text = str(error)
+            if attempt + 1 == RESUME_ATTEMPTS or not (
+                "database is locked" in text or "503" in text
+            ):
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def decide_promotion(
+    release_file: str, release: Release, record: Path, *, wait: bool, progress: Progress
+) -> str:
+    """At the end of a passing qualification: wait for a person, then promote or reject.
+
+    Runs inside the qualify flow (it pauses that flow run). Without `wait` the release stays
+    qualified and awaits `sparkgate promote`. A rejection is logged and raised.
+    """
+    if not wait:
+        return AWAITING
+    progress(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
+    form = Decision.with_initial_data(
+        description=decision_description(release.name, str(record)), decision="approve"
+    )
+    answer = pause_flow_run(
+        wait_for_input=form, timeout=int(release.promotion.timeout_s), poll_interval=POLL_S
+    )
+    if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
+        raise PromotionError(f"{release.name}: the decision came back empty")
+    if answer.decision == "reject":
+        log_rejection(release.name, by=answer.by, reason=answer.reason)
+        raise PromotionError(f"{release.name} rejected by {answer.by}: {answer.reason}")
+    promote_release(release_file, by=answer.by, reason=answer.reason, progress=progress)
+    return f"promoted by {answer.by}"
+
+
+def decision_description(release: str, record: str) -> str:
+    """The markdown shown above the UI's resume form."""
+    return (
+        f"### Promote {release}?\n\nEvery gate passed; record: `{record}`.\n\n"
+        f"Approve to promote it (`sparkgate approve {release}`), or reject with a reason."
+    )
+
+
+@flow(name="promote-release", validate_parameters=False)
+def promote_flow(
+    release_file: str, by: str, reason: str = "", cluster_file: str | None = None
+) -> dict[str, Any]:
+    """The promotion as a Prefect flow (for deployments): promote, optionally deploy."""
+    pointer = promote_release(release_file, by=by, reason=reason, cluster_file=cluster_file)
+    return dict(pointer.model_dump(mode="json"))
