@@ -29,7 +29,7 @@ from flows.cluster.session import Started, runtime_for
 from flows.cluster.timeline import COMPILE, LogEvent, LogReader
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome, api_base_url
-from flows.gates.outputs import Output, hashes, output_from_completion
+from flows.gates.outputs import Output, hashes, matches_reference, output_from_completion
 from flows.gates.prompts import Prompt, named_prompts
 from flows.gates.running import running_release, write_json
 from flows.gates.traffic import complete, open_client, stream
@@ -163,22 +163,13 @@ def _judge_spot(
     if reference is None or not raw.get("spot"):
         return observed
     outputs = [Output.model_validate(o) for o in raw["spot"]]
-    differing = sorted({o.prompt for o in outputs if not _matches(reference, o)})
+    differing = sorted({o.prompt for o in outputs if not matches_reference(reference, o)})
     return observed.model_copy(
         update={
             "spot_check": "differs" if differing else "identical",
             "spot_differing": differing,
         }
     )
-
-
-def _matches(reference: Hashes, output: Output) -> bool:
-    """Tokens and logprobs hash as in the reference (extra keys of the entry are ignored)."""
-    entry = reference.get(output.prompt)
-    if entry is None:
-        return False
-    mine = hashes([output])[output.prompt]
-    return all(entry.get(key) == value for key, value in mine.items())
 
 
 async def _traffic(

@@ -105,6 +105,15 @@ def hashes(outputs: Iterable[Output]) -> dict[str, dict[str, str]]:
     return {o.prompt: {"tokens": tokens_hash(o), "logprobs": logprobs_hash(o)} for o in outputs}
 
 
+def matches_reference(reference: Mapping[str, Mapping[str, Any]], output: Output) -> bool:
+    """True when the output hashes as its prompt's reference entry (extra keys ignored)."""
+    entry = reference.get(output.prompt)
+    if entry is None:
+        return False
+    mine = hashes([output])[output.prompt]
+    return all(entry.get(key) == value for key, value in mine.items())
+
+
 def first_difference(reference: Output, other: Output) -> Difference | None:
     """The first token that differs, else the first logprob (or alternative) that differs."""
     ref, got = reference.token_ids, other.token_ids

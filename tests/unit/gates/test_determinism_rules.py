@@ -14,6 +14,7 @@ from flows.gates.outputs import (
     first_difference,
     hashes,
     logprobs_hash,
+    matches_reference,
     max_overlap,
     output_from_completion,
     tokens_hash,
@@ -259,3 +260,11 @@ def test_verdict_passes_when_everything_matches() -> None:
     passed, reason = determinism_verdict([good], previous)
     assert passed
     assert "identical" in reason
+
+
+def test_a_reference_entry_matches_on_both_hashes_and_ignores_extra_keys() -> None:
+    output = out("p0", [1, 2], [-0.5, -0.25])
+    entry: dict[str, object] = {**hashes([output])["p0"], "token_ids": [1, 2], "prompt": "x"}
+    assert matches_reference({"p0": entry}, output)
+    assert not matches_reference({"p0": entry}, out("p0", [1, 2], [-0.5, -0.3]))
+    assert not matches_reference({"p1": entry}, output)
