@@ -146,3 +146,104 @@ def _normal(key: str, value: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
+
+
+BOOT_KEYS = (
+    "ready_s",
+    "prepare_s_max",
+    "kernels",
+    "compiled",
+    "cached",
+    "liveness_wait_s_max",
+    "compiles_after_preparation",
+    "compiles_metric",
+    "spot_check",
+    "passed",
+)
+
+
+def cold_boots_problems(record: Record, stage: StageEntry) -> list[str]:
+    """Differences between each boot row and the one its raw boots/<mode>.json gives.
+
+    The raw file keeps the boot's timeline, the compiles seen after preparation, the metric and
+    the spot-check outputs; the gate's own `boot_row` over an observation rebuilt from them must
+    give the figures of the summary (the `what happened` text aside), judged against the
+    reference hashes the summary keeps.
+    """
+    from flows.gates.verdicts import boot_row  # noqa: PLC0415 - only verify needs the gate
+
+    folder = record.folder
+    if folder is None:
+        return []
+    try:
+        kernel_cache = Cluster.model_validate(record.cluster).engine.kernel_cache
+    except ValidationError as error:
+        return [f"cold_boots: the resolved cluster cannot be read: {error}"]
+    reference = stage.summary.get("reference") or {}
+    problems: list[str] = []
+    for kept in stage.summary.get("boots", []):
+        file = folder / stage.stage / "boots" / f"{kept.get('mode')}.json"
+        if not file.is_file():
+            continue
+        try:
+            raw = json.loads(file.read_text())
+            again = _plain(boot_row(_observation(raw, kernel_cache, reference)))
+        except (ValidationError, ValueError, TypeError, KeyError) as error:
+            problems.append(f"cold_boots: {file.name} cannot be read again: {error}")
+            continue
+        problems += [
+            f"cold_boots: {kept.get('mode')}: {key} is {kept.get(key)!r}, the raw boot gives "
+            f"{again.get(key)!r}"
+            for key in BOOT_KEYS
+            if key in kept and kept.get(key) != again.get(key)
+        ]
+    return problems
+
+
+def _observation(raw: dict[str, Any], kernel_cache: str, reference: dict[str, Any]) -> Any:
+    """The gate's BootObservation of one boot, rebuilt from its raw file."""
+    from flows.cluster.timeline import BootTimeline  # noqa: PLC0415
+    from flows.gates.outputs import Output, hashes  # noqa: PLC0415
+    from flows.gates.verdicts import BootObservation, RankFigures  # noqa: PLC0415
+
+    emptied = sorted(
+        {int(t["rank"]) for t in raw.get("emptied", []) if t.get("kind") == kernel_cache}
+    )
+    mode = str(raw["mode"])
+    if "timeline" not in raw or "compile_events" not in raw:
+        error = raw.get("error") or "no timeline"
+        text = str(error) if "timeline" not in raw else f"traffic: {error}"
+        return BootObservation(mode=mode, emptied_ranks=emptied, error=text)
+    timeline = BootTimeline.model_validate(raw["timeline"])
+    outputs = [Output.model_validate(o) for o in raw.get("spot") or []]
+    mine = hashes(outputs)
+    differing = sorted(
+        {
+            o.prompt
+            for o in outputs
+            if not isinstance(reference.get(o.prompt), dict)
+            or any(reference[o.prompt].get(k) != v for k, v in mine[o.prompt].items())
+        }
+    )
+    judged = bool(reference) and bool(outputs)
+    return BootObservation(
+        mode=mode,
+        emptied_ranks=emptied,
+        ready_s=timeline.ready_s,
+        ranks=[
+            RankFigures(
+                rank=r.rank,
+                node=r.node,
+                prepare_s=r.prepare_s,
+                kernels=r.kernels,
+                compiled=r.compiled,
+                cached=r.cached,
+                liveness_wait_s=r.liveness_wait_s,
+            )
+            for r in timeline.ranks
+        ],
+        compiles_logged=len(raw.get("compile_events") or []),
+        compiles_metric=raw.get("compiles_metric"),
+        spot_check=("differs" if differing else "identical") if judged else "not run",
+        spot_differing=differing if judged else [],
+    )

@@ -22,7 +22,11 @@ from flows.record import tables
 from flows.record.atomic import sha256_file
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
 from flows.record.reader import list_records, read_record, record_hashes
-from flows.record.recompute import benchmark_problems, determinism_problems
+from flows.record.recompute import (
+    benchmark_problems,
+    cold_boots_problems,
+    determinism_problems,
+)
 from flows.record.render import render_readme
 
 _BASE_FIELDS = set(GateResult.model_fields)
@@ -50,6 +54,9 @@ def verify(path: Path) -> list[str]:
     problems += _check_documents(path, record)
     problems += _check_previous(path.parent, rebuilt)
     problems += _check_determinism(path.parent, rebuilt)
+    boots = rebuilt.stages.get("cold_boots")
+    if boots is not None:
+        problems += cold_boots_problems(rebuilt, boots)
     problems += _check_readme(path, rebuilt)
     return problems
 

@@ -9,10 +9,13 @@ from typing import Any
 
 from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
+from flows.cluster.timeline import BootTimeline, RankTimeline
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark import Role, arm_folder, points_summary, run_session
 from flows.gates.determinism import judge
+from flows.gates.outputs import Output, hashes
 from flows.gates.traffic import Answered
+from flows.gates.verdicts import BootObservation, RankFigures, boot_row, cold_boots_verdict
 from flows.record import verify
 from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
@@ -164,4 +167,70 @@ def test_determinism_is_judged_again_from_raw_responses(
     assert verify(path) == [
         "determinism: scenarios differs from the one the raw responses give",
         "determinism: outcome passed, the raw responses give failed",
+    ]
+
+
+def _boots_stage(out: Path) -> GateResult:
+    """Two boots kept as the gate keeps them (timeline, compiles, spot outputs), judged by it."""
+    spot = [Output(prompt="p0", token_ids=[1, 2], logprobs=[-0.5, -0.25])]
+    reference = hashes(spot)
+    seen, files = [], []
+    for mode, prepare in (("warm", 0.5), ("all-kernels", 2.5)):
+        timeline = BootTimeline(
+            started_at=datetime.now(UTC), ready_s=prepare + 1.0,
+            ranks=[
+                RankTimeline(node=f"local{r}", rank=r, phases={"ready": prepare + 1.0},
+                             kernels=6, compiled=0 if mode == "warm" else 6,
+                             cached=6 if mode == "warm" else 0, prepare_s=prepare,
+                             liveness_wait_s=0.2, compiles_after_preparation=0)
+                for r in (0, 1)
+            ],
+        )  # fmt: skip
+        emptied = [] if mode == "warm" else [0, 1]
+        raw = {
+            "mode": mode,
+            "emptied": [{"node": f"local{r}", "rank": r, "kind": "kernels", "path": "/x"}
+                        for r in emptied],
+            "timeline": timeline.model_dump(mode="json"),
+            "spot": [o.model_dump() for o in spot * 2],
+            "compile_events": [], "compiles_metric": 0.0,
+        }  # fmt: skip
+        (out / "boots").mkdir(exist_ok=True)
+        (out / "boots" / f"{mode}.json").write_text(json.dumps(raw))
+        files.append(f"boots/{mode}.json")
+        seen.append(
+            BootObservation(
+                mode=mode, emptied_ranks=emptied, ready_s=timeline.ready_s,
+                ranks=[RankFigures(rank=r.rank, node=r.node, prepare_s=r.prepare_s,
+                                   kernels=r.kernels, compiled=r.compiled, cached=r.cached,
+                                   liveness_wait_s=r.liveness_wait_s) for r in timeline.ranks],
+                compiles_metric=0.0, spot_check="identical",
+            )
+        )  # fmt: skip
+    passed, reason = cold_boots_verdict(seen)
+    assert passed
+    summary = {"boots": [boot_row(s) for s in seen], "reference": reference}
+    return GateResult(
+        gate="cold_boots", outcome=Outcome.PASSED, reason=reason, started_at=datetime.now(UTC),
+        seconds=1.0, summary=json.loads(json.dumps(summary)), files=files,
+    )  # fmt: skip
+
+
+def test_cold_boots_are_rebuilt_from_raw_boots(
+    tmp_path: Path, release_r1: Release, cluster: Cluster
+) -> None:
+    writer = open_record(tmp_path, release_r1, build_digest="d", cluster=cluster, previous=None)
+    writer.save_stage(_boots_stage(writer.stage_dir("cold_boots")))
+    path = writer.publish(verdict="qualified", stage_order=["cold_boots"], versions={})
+    assert verify(path) == []
+    relative = "cold_boots/boots/all-kernels.json"
+    raw = json.loads((path / relative).read_text())
+    raw["timeline"]["ranks"][1]["prepare_s"] = 4.5
+    raw["compile_events"] = [{"name": "compile_after_preparation"}]
+    (path / relative).write_text(json.dumps(raw))
+    _rehash(path, relative, stage="cold_boots")
+    assert verify(path) == [
+        "cold_boots: all-kernels: prepare_s_max is 2.5, the raw boot gives 4.5",
+        "cold_boots: all-kernels: compiles_after_preparation is 0, the raw boot gives 1",
+        "cold_boots: all-kernels: passed is True, the raw boot gives False",
     ]
