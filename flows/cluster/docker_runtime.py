@@ -183,8 +183,14 @@ def run_rank(client: docker.DockerClient, spec: RankContainer) -> ContainerState
 
 def inspect_rank(client: docker.DockerClient, name: str) -> ContainerState | None:
     """The container's state, or None when there is no such container."""
+    document = inspect_document(client, name)
+    return None if document is None else container_state(document)
+
+
+def inspect_document(client: docker.DockerClient, name: str) -> dict[str, Any] | None:
+    """The full `docker inspect` document (for evidence folders), or None without a container."""
     try:
-        return container_state(client.api.inspect_container(name))
+        return dict(client.api.inspect_container(name))
     except NotFound:
         return None
 

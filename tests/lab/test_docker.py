@@ -34,6 +34,7 @@ from flows.cluster.docker_runtime import (
     BindMount,
     RankContainer,
     cluster_containers,
+    inspect_document,
     inspect_rank,
     rank_logs,
     remove_cluster,
@@ -409,6 +410,10 @@ def test_stop_signals_then_kills_after_the_grace_period(
     assert state is not None
     assert (state.running, state.exit_code) == (False, 137)
     assert "up" in rank_logs(client, spec.name)
+    document = inspect_document(client, spec.name)
+    assert document is not None
+    assert document["Config"]["Labels"]["io.sparkgate.cluster"] == CLUSTER
+    assert document["HostConfig"]["NetworkMode"] == "host"
     assert remove_cluster(client, CLUSTER) == [spec.name]
     assert inspect_rank(client, spec.name) is None
 
