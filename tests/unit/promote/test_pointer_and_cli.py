@@ -1,0 +1,196 @@
+"""The promoted pointer (atomic rename), the append-only log, and promote/rollback from the CLI.
+
+The build step is replaced by its digest (the rules under test only compare digests); records
+are record.json files in a private project root.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from flows import promote
+from flows.cli import main
+from flows.promote import (
+    LOG_FILE,
+    POINTER_FILE,
+    LogEntry,
+    Pointer,
+    PromotedEntry,
+    append_log,
+    read_log,
+    read_pointer,
+    write_pointer,
+)
+
+from .conftest import DIGEST, GATE_NAMES, stage
+
+
+def _pointer(release: str, n: int = 0) -> Pointer:
+    entry = PromotedEntry(
+        release=release, release_file=f"releases/{release}.yaml", build_digest=DIGEST,
+        record=f"experiments/x-{n}", at=datetime(2026, 12, 2, tzinfo=UTC), by="bob",
+        reason="r" * n,
+    )  # fmt: skip
+    return Pointer(current=entry)
+
+
+def test_pointer_round_trips_and_readers_never_see_half_a_file(tmp_path: Path) -> None:
+    write_pointer(tmp_path, _pointer("r1"))
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            pointer = read_pointer(tmp_path)  # raises on a torn file
+            assert pointer is not None
+            seen.append(pointer.current.release)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for n in range(200):
+        write_pointer(tmp_path, _pointer("r2" if n % 2 else "r1", n * 50))
+    stop.set()
+    thread.join()
+    assert seen, "the reader never ran"
+    assert set(seen) <= {"r1", "r2"}
+    assert [p.name for p in (tmp_path / "config").iterdir()] == ["promoted.yaml"]
+
+
+def test_a_failed_pointer_write_keeps_the_old_pointer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_pointer(tmp_path, _pointer("r1"))
+
+    def broken_fsync(_fd: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        write_pointer(tmp_path, _pointer("r2"))
+    pointer = read_pointer(tmp_path)
+    assert pointer is not None
+    assert pointer.current.release == "r1"
+    assert [p.name for p in (tmp_path / "config").iterdir()] == ["promoted.yaml"]
+
+
+def test_a_hand_edited_pointer_is_a_spec_error(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    (tmp_path / POINTER_FILE).write_text("current: {release: r1}\n")
+    with pytest.raises(Exception, match=r"promoted\.yaml") as raised:
+        read_pointer(tmp_path)
+    assert getattr(raised.value, "exit_code", None) == 2
+
+
+def _append_many(root: str, worker: int) -> None:
+    for n in range(50):
+        append_log(
+            Path(root),
+            LogEntry(at=datetime.now(UTC), action="rejected", release=f"w{worker}",
+                     by="x", reason=f"{n}" + "x" * 500),
+        )  # fmt: skip
+
+
+def test_log_appends_from_several_processes_stay_whole_lines(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_append_many, args=(str(tmp_path), w)) for w in range(3)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(60)
+    entries = read_log(tmp_path)
+    assert len(entries) == 150
+    for worker in range(3):
+        mine = [int(e.reason.rstrip("x")) for e in entries if e.release == f"w{worker}"]
+        assert mine == list(range(50))
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build of every release has digest DIGEST."""
+    monkeypatch.setattr(promote, "build_release", lambda *_a, **_k: SimpleNamespace(digest=DIGEST))
+
+
+def _passed() -> dict[str, dict[str, object]]:
+    return {name: stage(name) for name in GATE_NAMES}
+
+
+def test_promote_refuses_a_failed_gate_and_names_it(
+    project: Path, write_record: Callable[..., Path], built: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    failed = stage("cold_boots", "failed", "rank 1 compiled")
+    write_record(
+        "r2", stages={**_passed(), "cold_boots": failed},
+        verdict="failed at cold_boots: rank 1 compiled",
+    )  # fmt: skip
+    assert main(["promote", "r2", "--by", "alice"]) == 1
+    error = capsys.readouterr().err
+    assert "refusing to promote r2" in error
+    assert "gate cold_boots failed in record 2026-12-02-r2: rank 1 compiled" in error
+    assert not (project / POINTER_FILE).exists()
+    assert not (project / LOG_FILE).exists()
+
+
+def test_promote_refuses_a_missing_gate_and_names_it(
+    project: Path, write_record: Callable[..., Path], built: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    stages = _passed()
+    del stages["benchmark"]
+    write_record("r2", stages=stages)
+    assert main(["promote", "releases/r2.yaml"]) == 1
+    assert "gate benchmark missing from record 2026-12-02-r2" in capsys.readouterr().err
+
+
+def test_promote_then_rollback_updates_pointer_and_log(
+    project: Path, write_record: Callable[..., Path], built: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(project)
+    write_record("r1", stages=_passed())
+    write_record("r2", stages=_passed())
+    assert main(["promote", "r1", "--by", "alice", "--reason", "baseline"]) == 0
+    assert main(["promote", "releases/r2.yaml", "--by", "bob", "--reason", "faster"]) == 0
+    document = yaml.safe_load((project / POINTER_FILE).read_text())
+    assert document["current"]["release"] == "r2"
+    assert document["current"]["by"] == "bob"
+    assert document["current"]["reason"] == "faster"
+    assert document["current"]["build_digest"] == DIGEST
+    assert document["current"]["record"] == "experiments/2026-12-02-r2"
+    assert document["current"]["release_file"] == "releases/r2.yaml"
+    assert [e["release"] for e in document["history"]] == ["r1"]
+
+    assert main(["rollback", "--by", "carol", "--reason", "pager went off"]) == 0
+    pointer = read_pointer(project)
+    assert pointer is not None
+    assert pointer.current.release == "r1"
+    assert pointer.history == []
+    lines = [json.loads(line) for line in (project / LOG_FILE).read_text().splitlines()]
+    assert [(e["action"], e["release"], e["by"]) for e in lines] == [
+        ("promoted", "r1", "alice"),
+        ("promoted", "r2", "bob"),
+        ("rolled-back", "r1", "carol"),
+    ]
+    assert lines[2]["reason"] == "pager went off"
+    assert main(["rollback"]) == 1  # nothing earlier than r1
+
+
+def test_approve_without_a_waiting_qualification_says_so(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(promote, "resume_paused", _no_paused_run)
+    assert main(["approve", "r2", "--by", "alice"]) == 1
+    assert "no paused qualification of r2" in capsys.readouterr().err
+
+
+def _no_paused_run(release: str, _decision: object) -> str:
+    raise promote.PromotionError(f"no paused qualification of {release} is waiting for a decision")
