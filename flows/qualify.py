@@ -33,6 +33,7 @@ from flows.errors import GateFailedError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.promote import decide_promotion
 from flows.record import latest_record, open_record, record_hashes, write_index
+from flows.schedule import cluster_slot
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -131,7 +132,8 @@ def qualify_flow(
     with TransportPool(cluster) as pool:
         transports = {node.name: pool.node(node.name) for node in cluster.nodes}
         view.start("lock")
-        with ClusterLock(pool.head, lock_settings(cluster), command=_command(release_file)):
+        lock = ClusterLock(pool.head, lock_settings(cluster), command=_command(release_file))
+        with cluster_slot(cluster.name), lock:  # the slot is a no-op in embedded mode
             view.finish("lock", "passed", f"{cluster.head.name}")
             view.start("preflight")
             view.finish("preflight", "passed", preflight_task(cluster, pool))
@@ -244,9 +246,10 @@ def _gate_runner(
         determinism = results.get("determinism")
         reference = determinism.summary.get("hashes") if determinism else None
         return lambda: run_cold_boots(context, settings, out_dir, reference=reference)
+    from flows.calibrate import ledger_for  # noqa: PLC0415
     from flows.gates.benchmark import run_benchmark  # noqa: PLC0415
 
-    return lambda: run_benchmark(context, settings, out_dir)
+    return lambda: run_benchmark(context, settings, out_dir, ledger=ledger_for(context, settings))
 
 
 def _previous_hashes(context: GateContext) -> dict[str, Any] | None:

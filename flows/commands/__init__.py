@@ -16,4 +16,5 @@ def register_all(app: typer.Typer) -> None:
     import_module("flows.commands.image").register(app)
     import_module("flows.commands.records").register(app)
     import_module("flows.commands.qualify").register(app)
+    import_module("flows.commands.calibrate").register(app)
     import_module("flows.commands.promote").register(app)

@@ -1,0 +1,64 @@
+"""`sparkgate calibrate RELEASE [--arms 3]`: grow the A/A ledger with one release in every arm.
+
+The benchmark gate can only bound boot-to-boot noise with past A/A gaps; a calibration measures
+them on purpose (the same release booted fresh in each arm) and publishes them as a calibration
+record, which every later qualification of the same cluster shape and suite then pools.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
+from flows.console import err_console, out_console
+from flows.errors import BenchError, SpecError
+
+
+def calibrate(
+    release: Annotated[str, typer.Argument(help="Release file, e.g. releases/r1.yaml.")],
+    arms: Annotated[
+        int, typer.Option("--arms", help="Fresh boots of the release (n arms give n-1 gaps).")
+    ] = 3,
+    cluster: ClusterOption = "local",
+    as_json: JsonOption = False,
+) -> None:
+    """Run RELEASE in every arm and add its A/A gaps to the ledger (a calibration record)."""
+    from flows.settings import prefect_environment  # noqa: PLC0415
+    from flows.spec.release import load_release  # noqa: PLC0415
+
+    if arms < 2:
+        raise SpecError(f"{arms} arms give no A/A gap", key="--arms", expected="2 or more")
+    load_cluster(cluster)
+    load_release(release)
+    prefect_environment()
+    from flows.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
+
+    state = calibrate_flow(
+        str(Path(release).resolve()), str(cluster_path(cluster).resolve()), arms,
+        return_state=True,
+    )  # fmt: skip
+    if state.is_failed():
+        try:
+            state.result()
+        except BenchError:
+            raise
+        except Exception as error:
+            raise BenchError(f"{release}: calibration failed: {error}") from error
+    outcome = state.result()
+    if as_json:
+        out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
+    err_console.print(f"{escape(outcome.release)}: {escape(outcome.reason)}")
+    err_console.print(
+        f"record: {escape(outcome.record)}; the ledger for this shape and suite now holds "
+        f"{outcome.ledger_sessions} A/A gaps"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `sparkgate calibrate`."""
+    app.command("calibrate")(calibrate)

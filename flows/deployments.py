@@ -1,0 +1,74 @@
+"""Entrypoints of the deployments in prefect.yaml: plain parameters, validated before any work.
+
+A scheduled run has no terminal to print a spec error to, so the parameters are typed (Prefect
+validates them against the deployment's schema when a run is created, and again here) and the
+spec files are loaded before the cluster is touched: a misspelt release name fails the run at
+once with a SpecError naming the file and key. Releases and clusters are given by name (looked
+up in releases/ and config/ of the project, SPARKGATE_ROOT or the worker's working directory) or
+by path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from prefect import flow
+from pydantic import Field
+
+from flows.errors import SpecError
+from flows.promote import promote_flow
+from flows.qualify import QualifyOutcome, qualify_flow
+from flows.settings import project_root
+
+Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_./-]+$")]
+
+
+def resolve_spec(ref: str, folder: str) -> Path:
+    """A spec file from a deployment parameter: a path, or a name in the project's folder."""
+    given, root = Path(ref), project_root()
+    named = [root / folder / f"{ref}.yaml", root / given]
+    candidates = [given] if given.is_absolute() else named
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    tried = ", ".join(str(c) for c in candidates)
+    raise SpecError(f"{ref!r}: no such file (tried {tried})", key=folder, expected="a spec file")
+
+
+@flow(name="nightly-qualification", validate_parameters=True)
+def nightly_qualification(
+    release: Name, cluster: Name = "local", fresh: bool = False, wait: bool = False
+) -> QualifyOutcome:
+    """Qualify a named release on a named cluster: the scheduled deployment's flow.
+
+    By default a passing release ends "qualified, awaiting promotion" and the promotion
+    deployment (or `sparkgate promote`) decides later; `wait=True` pauses for the UI's form.
+    """
+    from flows.spec.cluster import Cluster  # noqa: PLC0415
+    from flows.spec.load import load_model  # noqa: PLC0415
+    from flows.spec.release import load_previous, load_release  # noqa: PLC0415
+
+    release_file = resolve_spec(release, "releases")
+    cluster_file = resolve_spec(cluster, "config")
+    chosen = load_release(release_file)
+    load_previous(release_file, chosen)
+    load_model(cluster_file, Cluster)
+    return qualify_flow(str(release_file), str(cluster_file), fresh, wait)
+
+
+@flow(name="promotion", validate_parameters=True)
+def promotion(
+    release: Name,
+    by: Annotated[str, Field(min_length=1)],
+    reason: Annotated[str, Field(min_length=1)],
+    cluster: Name | None = None,
+) -> dict[str, Any]:
+    """Promote a qualified release (refused unless its latest record passed every gate).
+
+    With a cluster, the promoted release is also deployed there and rolled back on failure.
+    """
+    release_file = resolve_spec(release, "releases")
+    cluster_file = str(resolve_spec(cluster, "config")) if cluster else None
+    result: dict[str, Any] = promote_flow(str(release_file), by, reason, cluster_file)
+    return result
