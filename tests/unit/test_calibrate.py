@@ -25,6 +25,7 @@ from flows.cli import main
 from flows.errors import BootError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark import arm_folder
+from flows.record import verify
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -206,6 +207,7 @@ def test_calibration_keeps_gaps_and_boot_noise(
     assert "2 A/A gaps from 3 arms of r1" in result.reason
     assert "aa-gaps.json" in result.files
     assert "arms/1-candidate/arm.json" in result.files
+    assert verify(record) == []
 
 
 def test_a_boot_failure_fails_the_calibration_with_its_evidence(
