@@ -34,7 +34,7 @@ def render_readme(record: Record) -> str:
             continue
         lines.append(f"**{entry.outcome}**: {entry.reason}")
         section = SECTIONS.get(stage)
-        if section is not None:
+        if section is not None and entry.summary:  # a skipped or crashed gate has no figures
             try:
                 lines += section(entry, record)
             except (TypeError, ValueError, KeyError, AttributeError) as error:

@@ -365,6 +365,8 @@ PROBLEMS = {
 def headline(stage: str, summary: Mapping[str, Any]) -> str:
     """The headline of a stage for tables (empty for stages without one)."""
     reader = HEADLINES.get(stage)
+    if not summary:
+        return ""
     try:
         return reader(summary) if reader else ""
     except (TypeError, ValueError, KeyError, AttributeError):

@@ -162,3 +162,9 @@ def test_index_lists_published_records_newest_first(
     assert "passed: 1 faster, 1 level; faster decode/prose-c1 step_ms -6.4% | passed |" in text
     assert "No published records yet." in render_index([])
     assert read_record(first.path).status == "published"
+
+
+def test_a_gate_without_figures_shows_only_its_reason() -> None:
+    text = render_readme(_record({"release_tests": {"outcome": "skipped"}}, verdict="qualified"))
+    assert "| release_tests | skipped |  | 1.00 s |" in text
+    assert "## Release tests\n\n**skipped**: why\n\n## Determinism" in text
