@@ -28,6 +28,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from flows.cli import main
 from flows.cluster.distribute import distribute_image
 from flows.cluster.docker_client import DockerEndpoint, connect
 from flows.cluster.docker_runtime import (
@@ -230,6 +231,42 @@ def test_the_same_inputs_reuse_the_tag_everywhere(
     assert recorder.steps == []
     assert recorder.sent == {endpoints[1].node: 0, endpoints[2].node: 0}
     assert {n.facts.image_id for n in again.nodes} == {release_image.built.image_id}
+
+
+def test_the_cli_builds_for_a_docker_cluster_file(
+    release_image: ReleaseImage,
+    daemons: list[DockerDaemon],
+    engine_source: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`sparkgate image build` with the three daemons as a cluster: the same tag, reused."""
+    nodes = "".join(
+        f"""
+    - name: {daemon.name}
+      rank: {rank}
+      head: {str(rank == 0).lower()}
+      address: 127.0.0.1
+      workdir: {tmp_path / daemon.name}
+      overrides: {{docker_daemon: "{daemon.base_url}"}}"""
+        for rank, daemon in enumerate(daemons)
+    )
+    cluster = tmp_path / "docker.yaml"
+    cluster.write_text(
+        f"kind: cluster\nextends: {ROOT / 'config' / 'local.yaml'}\nset:\n  name: docker-lab\n"
+        f"  shape: tp3-local\n  runtime: {{kind: docker}}\n  nodes:{nodes}\n"
+    )
+    release = tmp_path / "r1.yaml"
+    release.write_text(
+        f"kind: release\nextends: {ROOT / 'releases' / 'r1.yaml'}\n"
+        f"set:\n  build: {{source: {engine_source}}}\n"
+    )
+    capsys.readouterr()
+    assert main(["image", "build", str(release), "--cluster", str(cluster), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["built"]["tag"] == release_image.built.tag
+    assert result["built"]["reused"] is True
+    assert [n["facts"]["node"] for n in result["nodes"]] == [d.name for d in daemons]
 
 
 def test_a_node_whose_tag_names_another_image_is_never_overwritten(
