@@ -18,6 +18,7 @@ from flows.calibrate import (
     STAGE,
     VERDICT,
     helmert_gaps,
+    ledger_for,
     ledger_from_records,
     run_calibration,
 )
@@ -29,7 +30,7 @@ from flows.record import verify
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-from flows.spec.release import Release, load_release
+from flows.spec.release import BenchmarkGate, Release, load_release
 from flows.spec.suite import Suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,3 +233,16 @@ def test_a_boot_failure_fails_the_calibration_with_its_evidence(
 def test_calibrate_refuses_fewer_than_two_arms(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", str(ROOT / "releases/r1.yaml"), "--arms", "1"]) == 2
     assert "--arms: 1 arms give no A/A gap (expected 2 or more)" in capsys.readouterr().err
+
+
+def test_the_gate_gets_the_ledger_of_its_cluster_shape_and_suite_name(
+    tmp_path: Path, cluster: Cluster, release: Release
+) -> None:
+    _calibration(tmp_path, cluster, release, [1.0, 1.01, 0.99])
+    suite = tmp_path / "any-file-name.yaml"
+    suite.write_text("kind: suite\nname: tiny\nworkloads: [{kind: single_stream, name: single}]\n")
+    settings = BenchmarkGate(suite=str(suite))
+    ledger = ledger_for(_context(cluster, release, tmp_path), settings)
+    assert len(ledger.sessions) == 2
+    ring = _context(cluster.model_copy(update={"shape": "tp4-ring"}), release, tmp_path)
+    assert ledger_for(ring, settings).sessions == []
