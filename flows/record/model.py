@@ -74,6 +74,10 @@ class Record(BaseModel):
     stages: dict[str, StageEntry] = Field(default={})
     stage_order: list[str] = Field(default=[], description="Stages in flow order (publish).")
     plots: list[FileEntry] = Field(default=[], description="PNG plots linked from README.")
+    readme: FileEntry | None = Field(default=None, description="README.md as published.")
+    render_version: int | None = Field(
+        default=None, description="Layout version of the README renderer that wrote it."
+    )
     verdict: str | None = Field(default=None, description="The flow's verdict (publish).")
     notes: str = ""
     created_at: datetime

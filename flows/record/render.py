@@ -15,6 +15,9 @@ from typing import Any
 from flows.record import tables
 from flows.record.model import Record, StageEntry
 
+# Bump whenever the README layout changes: verify re-renders only records of the same layout
+# (older ones are still guarded by the README's SHA-256 taken at publish).
+RENDER_VERSION = 1
 TITLES = {
     "release_tests": "Release tests",
     "determinism": "Determinism",

@@ -27,7 +27,7 @@ from flows.record.recompute import (
     cold_boots_problems,
     determinism_problems,
 )
-from flows.record.render import render_readme
+from flows.record.render import RENDER_VERSION, render_readme
 
 _BASE_FIELDS = set(GateResult.model_fields)
 
@@ -228,9 +228,14 @@ def _check_readme(root: Path, record: Record) -> list[str]:
     file = root / README_FILE
     if not file.is_file():
         return [f"{README_FILE} is missing"]
+    problems = []
+    if record.readme is not None and sha256_file(file) != record.readme.sha256:
+        problems.append(f"{README_FILE} was edited after it was published (SHA-256)")
+    if record.render_version not in (None, RENDER_VERSION):
+        return problems  # another layout: only the hash can be checked
     expected, actual = render_readme(record), file.read_text()
     if expected == actual:
-        return []
+        return problems
     diff = [
         line
         for line in difflib.unified_diff(
@@ -239,4 +244,7 @@ def _check_readme(root: Path, record: Record) -> list[str]:
         if line[:1] in "+-" and not line.startswith(("+++", "---"))
     ]
     shown = "\n  ".join(diff[:8])
-    return [f"{README_FILE} differs from the README recomputed from the raw files:\n  {shown}"]
+    return [
+        *problems,
+        f"{README_FILE} differs from the README recomputed from the raw files:\n  {shown}",
+    ]

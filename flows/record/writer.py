@@ -30,7 +30,7 @@ from flows.record.model import (
 )
 from flows.record.plots import make_plots
 from flows.record.reader import list_records, read_record
-from flows.record.render import render_readme
+from flows.record.render import RENDER_VERSION, render_readme
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
 
@@ -190,8 +190,14 @@ class RecordWriter:
             }
         )
         plots = make_plots(final, self._path / "plots")
-        final = final.model_copy(update={"plots": [self._entry(file) for file in plots]})
+        final = final.model_copy(
+            update={
+                "plots": [self._entry(file) for file in plots],
+                "render_version": RENDER_VERSION,
+            }
+        )
         write_text(self._path / README_FILE, render_readme(final))
+        final = final.model_copy(update={"readme": self._entry(self._path / README_FILE)})
         self._write(final, touch=False)
         return self._path
 
