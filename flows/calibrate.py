@@ -88,17 +88,22 @@ def merge(ledgers: Sequence[Ledger]) -> Ledger:
     return Ledger(gaps=gaps, sessions=sessions)
 
 
-def ledger_from_records(experiments: Path, shape: str, suite: str) -> Ledger:
+def ledger_from_records(
+    experiments: Path, shape: str, suite: str, *, published_before: datetime | None = None
+) -> Ledger:
     """The A/A ledger of every published record of this cluster shape and suite, oldest first.
 
     Qualification records (experiments/*) and calibration records (experiments/calibration/*)
     both count; a record's gaps are used only while its gap and arm files are as saved.
+    `published_before` gives the ledger as it was at a moment (a stage's start), for verify.
     """
     records = [*list_records(experiments), *list_records(experiments / CALIBRATION_DIR)]
     records.sort(key=lambda record: (record.created_at, record.name))
     found: list[Ledger] = []
     for record in records:
         if record.status != "published" or record.cluster.get("shape") != shape:
+            continue
+        if published_before and (record.published_at or published_before) >= published_before:
             continue
         for stage in GAP_STAGES:
             ledger = _record_gaps(record, stage, suite)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ from flows.cli import main
 from flows.errors import BootError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark import arm_folder
-from flows.record import verify
+from flows.record import read_record, verify
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -246,3 +246,21 @@ def test_the_gate_gets_the_ledger_of_its_cluster_shape_and_suite_name(
     assert len(ledger.sessions) == 2
     ring = _context(cluster.model_copy(update={"shape": "tp4-ring"}), release, tmp_path)
     assert ledger_for(ring, settings).sessions == []
+
+
+def test_the_ledger_as_it_was_before_a_moment(
+    tmp_path: Path, cluster: Cluster, release: Release
+) -> None:
+    first = read_record(_calibration(tmp_path, cluster, release, [1.0, 1.01]))
+    _calibration(tmp_path, cluster, release, [1.0, 1.02, 0.99])
+    experiments = tmp_path / "experiments"
+    assert len(ledger_from_records(experiments, SHAPE, "tiny").sessions) == 3
+    assert first.published_at is not None
+    moment = first.published_at + timedelta(microseconds=1)
+    assert (
+        len(ledger_from_records(experiments, SHAPE, "tiny", published_before=moment).sessions) == 1
+    )
+    before_all = first.published_at
+    assert (
+        ledger_from_records(experiments, SHAPE, "tiny", published_before=before_all).sessions == []
+    )
