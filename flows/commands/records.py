@@ -20,7 +20,7 @@ from flows.record import compare as record_compare
 from flows.record.index import GATES, gate_cell, write_index
 from flows.record.model import README_FILE
 from flows.record.reader import broken_records, find_record, list_records, read_record
-from flows.record.render import render_readme
+from flows.record.render import RENDER_VERSION, render_readme
 from flows.record.verify import verify
 from flows.settings import project_root
 
@@ -106,8 +106,13 @@ def verify_record(record: RecordArgument, experiments: ExperimentsOption = None)
         raise RecordError(f"{folder}: {len(problems)} problem(s):\n{listed}")
     found = read_record(folder)
     files = sum(len(stage.files) + 1 for stage in found.stages.values())
+    readme = (
+        "README recomputed"
+        if found.render_version == RENDER_VERSION
+        else "README of an older layout checked by its hash"
+    )
     err_console.print(
-        f"{folder}: verified ({len(found.stages)} stages, {files} stage files, README recomputed)",
+        f"{folder}: verified ({len(found.stages)} stages, {files} stage files, {readme})",
         markup=False,
         highlight=False,
     )

@@ -231,8 +231,8 @@ def _check_readme(root: Path, record: Record) -> list[str]:
     problems = []
     if record.readme is not None and sha256_file(file) != record.readme.sha256:
         problems.append(f"{README_FILE} was edited after it was published (SHA-256)")
-    if record.render_version not in (None, RENDER_VERSION):
-        return problems  # another layout: only the hash can be checked
+    if record.render_version != RENDER_VERSION:
+        return problems  # another (or an unrecorded) layout: only the hash can be checked
     expected, actual = render_readme(record), file.read_text()
     if expected == actual:
         return problems
