@@ -20,8 +20,12 @@ def project_root() -> Path:
 
 
 def state_dir() -> Path:
-    """Project-local state (Prefect home, results, lab hosts, builds); ignored by git."""
-    return project_root() / STATE_DIR_NAME
+    """Project-local state (Prefect home, results, lab hosts, builds); ignored by git.
+
+    SPARKGATE_STATE_DIR moves it (tests share one build cache and Prefect home this way).
+    """
+    override = os.environ.get("SPARKGATE_STATE_DIR")
+    return Path(override).resolve() if override else project_root() / STATE_DIR_NAME
 
 
 def prefect_environment() -> None:

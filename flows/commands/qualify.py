@@ -43,10 +43,12 @@ def qualify(
     chosen = load_release(release)
     load_previous(release, chosen)
     prefect_environment()
+    from flows.embedded import prefect_backend  # noqa: PLC0415
     from flows.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
+    from flows.settings import state_dir  # noqa: PLC0415
 
     title = f"qualify {chosen.name} on {spec.name}"
-    with StageBoard(err_console, title) as board:
+    with prefect_backend(state_dir() / "prefect"), StageBoard(err_console, title) as board:
         token = current_board.set(board)
         try:
             state = qualify_flow(
