@@ -448,7 +448,7 @@ async def _spot_check(
 
 
 def resume_paused(release: str, decision: Decision) -> str:
-    """Find the paused qualification of `release` and resume it with `decision`; the run id.
+    """Find the paused qualification of `release` (a name or its file) and resume it; the run id.
 
     Retries while the embedded server's database is locked or a server answers 503.
     """
@@ -456,9 +456,12 @@ def resume_paused(release: str, decision: Decision) -> str:
         state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
     )
     named = FlowFilter(name=FlowFilterName(any_=[QUALIFY_FLOW]))
-    with get_client(sync_client=True) as client:
-        runs = _retry(lambda: client.read_flow_runs(flow_filter=named, flow_run_filter=paused))
-    matching = [run for run in runs if _release_of(run.parameters) == release]
+    try:
+        with get_client(sync_client=True) as client:
+            runs = _retry(lambda: client.read_flow_runs(flow_filter=named, flow_run_filter=paused))
+    except RuntimeError as error:  # the embedded server did not start in time
+        raise PromotionError(f"could not reach the Prefect API: {error}") from error
+    matching = [run for run in runs if _names(release, run.parameters)]
     if not matching:
         raise PromotionError(f"no paused qualification of {release} is waiting for a decision")
     run = matching[0]
@@ -466,8 +469,13 @@ def resume_paused(release: str, decision: Decision) -> str:
     return str(run.id)
 
 
-def _release_of(parameters: Mapping[str, Any]) -> str:
-    return Path(str(parameters.get("release_file", ""))).stem
+def _names(release: str, parameters: Mapping[str, Any]) -> bool:
+    """Whether a run qualifies `release`: that very file when a file is given, else by name."""
+    file = Path(str(parameters.get("release_file", "")))
+    given = Path(release)
+    if given.is_file():
+        return file == given.resolve()
+    return file.stem == release
 
 
 def _retry(call: Callable[[], _T]) -> _T:

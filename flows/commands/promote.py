@@ -107,7 +107,7 @@ def _resume(
     from flows.promote import Decision, resume_paused  # noqa: PLC0415
 
     answer = Decision(decision=decision, by=by or getpass.getuser(), reason=reason)
-    run = resume_paused(name, answer)
+    run = resume_paused(release, answer)
     err_console.print(f"{escape(name)}: {decision} sent to the waiting qualification (run {run})")
 
 

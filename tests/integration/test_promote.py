@@ -1,0 +1,257 @@
+"""Promotion end to end on the real engine: approve and reject from a second process while
+`qualify` waits, and `promote --deploy` of a release that crashes on boot rolling back.
+
+One project root (SPARKGATE_ROOT in tmp) serves the module: a trimmed r1 (a tiny determinism
+gate, every other gate disabled) is qualified and approved from another process, which makes
+it the promoted release; a second qualification of it is rejected; then crash-on-boot (previous
+r1) is promoted with --deploy. Its record is written by the record writer as if it had
+qualified (its fault is a boot crash, so it never could): what is under test is that the deploy
+fails, r1 is started again and passes its spot check against its own record's hashes, the
+pointer is back at r1 and the boot evidence is kept. The build cache is the shared state
+folder's; the Prefect database is private to this module (PREFECT_HOME), so no other test's
+paused run can be resumed by mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.gates.base import GateResult, Outcome
+from flows.record import latest_record, list_records, read_record
+from flows.record.writer import open_record
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import load_release
+from flows.stages import GATES
+
+from .conftest import ROOT, free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TRIMMED = {
+    "release_tests": {"enabled": False},
+    "determinism": {"prompts": ["The quick brown fox", "Once upon a time"], "max_tokens": 8,
+                    "long_prompt_tokens": 200, "sampled_streams": 1, "stagger_ms": 20},
+    "cold_boots": {"enabled": False},
+    "benchmark": {"enabled": False},
+}  # fmt: skip
+
+
+def _write(path: Path, document: dict[str, object]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+class Project:
+    """The module's project root, its files and how to run sparkgate in it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.r1 = _write(root / "releases/r1.yaml", {
+            "extends": str(ROOT / "releases/r1.yaml"), "set": {"gates": TRIMMED},
+        })  # fmt: skip
+        self.crash = _write(root / "releases/crash-on-boot.yaml", {
+            "extends": str(ROOT / "releases/faulty/crash-on-boot.yaml"),
+            "set": {"gates": TRIMMED},
+        })  # fmt: skip
+        self.cluster = _write(root / "cluster.yaml", {
+            "extends": str(ROOT / "config/local.yaml"),
+            "set": {
+                "name": "promotetest",
+                "ports": {"rendezvous": free_port(), "api": free_port()},
+                "nodes": [
+                    {"name": "m0", "rank": 0, "head": True, "address": "127.0.0.1",
+                     "workdir": str(root / "m0")},
+                    {"name": "m1", "rank": 1, "address": "127.0.0.1",
+                     "workdir": str(root / "m1")},
+                ],
+            },
+        })  # fmt: skip
+        prefect = root / "prefect"
+        self.env = {
+            **os.environ, "SPARKGATE_ROOT": str(root),
+            "SPARKGATE_STATE_DIR": str(ROOT / ".sparkgate"),
+            "PREFECT_HOME": str(prefect), "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(prefect / "r"),
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
+        }  # fmt: skip
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """`sparkgate ARGS` in the project, output captured."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "flows", *args], env=self.env, cwd=self.root,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """`sparkgate ARGS` to the end."""
+        return subprocess.run(
+            [sys.executable, "-m", "flows", *args], env=self.env, cwd=self.root, text=True,
+            capture_output=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    def pointer(self) -> dict[str, object]:
+        """config/promoted.yaml as data."""
+        return dict(yaml.safe_load((self.root / "config/promoted.yaml").read_text()))
+
+    def published(self, release: str) -> list[str]:
+        """Names of the release's published records."""
+        return [
+            r.name for r in list_records(self.root / "experiments")
+            if r.release_name == release and r.status == "published"
+        ]  # fmt: skip
+
+    def log(self) -> list[dict[str, object]]:
+        """The promotions log."""
+        text = (self.root / "experiments/promotions.jsonl").read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
+    def decide(self, waiting: subprocess.Popen[str], records: int, *args: str) -> str:
+        """Send approve/reject ARGS from another process once `waiting` is paused; its output.
+
+        The qualification pauses right after publishing its record, so the decision is first
+        sent once `records` published records of r1 exist (one ephemeral server at a time).
+        """
+        deadline = time.monotonic() + 600
+        while len(self.published("r1")) < records:
+            assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
+            assert time.monotonic() < deadline, "qualify never published its record"
+            time.sleep(1)
+        while True:
+            assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
+            done = self.run(*args)
+            if done.returncode == 0:
+                return done.stderr
+            assert "no paused qualification" in done.stderr, done.stderr
+            assert time.monotonic() < deadline, "qualify never paused for a decision"
+            time.sleep(2)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    """The module's project; nothing is left running at the end."""
+    made = Project(tmp_path_factory.mktemp("promote"))
+    yield made
+    made.run("cluster", "stop", "-c", str(made.cluster))
+
+
+@pytest.fixture(scope="module")
+def approved(project: Project) -> tuple[int, str, str]:
+    """qualify r1 waits, `approve` from a second process; (qualify exit, its output, approve's)."""
+    waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
+    try:
+        said = project.decide(waiting, 1, "approve", str(project.r1), "--by", "alice",
+                              "--reason", "all gates passed")  # fmt: skip
+        output = waiting.communicate(timeout=300)[0]
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    return waiting.returncode, output, said
+
+
+def test_approve_from_another_process_promotes(
+    project: Project, approved: tuple[int, str, str]
+) -> None:
+    code, output, said = approved
+    assert code == 0, output
+    assert "approve sent to the waiting qualification" in said
+    assert "qualified, promoted by alice" in output
+    pointer = project.pointer()
+    current = pointer["current"]
+    assert isinstance(current, dict)
+    assert current["release"] == "r1"
+    assert current["by"] == "alice"
+    assert current["reason"] == "all gates passed"
+    record = latest_record(project.root / "experiments", "r1")
+    assert record is not None
+    assert current["build_digest"] == record.build_digest
+    assert current["record"] == f"experiments/{record.name}"
+    assert [(e["action"], e["release"]) for e in project.log()] == [("promoted", "r1")]
+
+
+def test_reject_from_another_process_leaves_the_pointer(
+    project: Project, approved: tuple[int, str, str]
+) -> None:
+    assert approved[0] == 0
+    before = project.pointer()
+    waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
+    try:
+        project.decide(
+            waiting, 2, "reject", str(project.r1), "--by", "bob", "--reason", "not today"
+        )
+        output = waiting.communicate(timeout=300)[0]
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 1, output
+    assert "r1 rejected by bob: not today" in output
+    assert project.pointer() == before
+    last = project.log()[-1]
+    assert (last["action"], last["release"], last["by"], last["reason"]) == (
+        "rejected", "r1", "bob", "not today",
+    )  # fmt: skip
+
+
+def _qualified_record(project: Project, digest: str) -> Path:
+    """crash-on-boot's record as if every gate had passed for `digest` (see the module doc)."""
+    release = load_release(project.crash)
+    cluster = load_model(project.cluster, Cluster)
+    writer = open_record(
+        project.root / "experiments", release, build_digest=digest, cluster=cluster,
+        previous="r1", resume=False,
+    )  # fmt: skip
+    for gate in GATES:
+        enabled = getattr(release.gates, gate).enabled
+        writer.save_stage(GateResult(
+            gate=gate, outcome=Outcome.PASSED if enabled else Outcome.SKIPPED,
+            reason="test fixture" if enabled else "disabled in the release file",
+            started_at=datetime.now(UTC), seconds=0.0,
+        ))  # fmt: skip
+    return writer.publish(verdict="qualified", stage_order=list(GATES), versions={}, notes="")
+
+
+def test_deploy_of_a_release_that_crashes_on_boot_rolls_back(
+    project: Project, approved: tuple[int, str, str]
+) -> None:
+    assert approved[0] == 0
+    r1 = latest_record(project.root / "experiments", "r1")
+    assert r1 is not None
+    _qualified_record(project, r1.build_digest)  # same engine source, same build
+
+    done = project.run("promote", str(project.crash), "--deploy", "-c", str(project.cluster),
+                       "--by", "carol", "--reason", "try it", timeout=600)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "deploy of crash-on-boot failed" in done.stderr
+    assert "rolled back to r1 (verified)" in done.stderr
+    current = project.pointer()["current"]
+    assert isinstance(current, dict)
+    assert current["release"] == "r1"
+    log = project.log()
+    actions = [(e["action"], e["release"]) for e in log]
+    assert actions[-3:] == [
+        ("promoted", "crash-on-boot"), ("deploy-failed", "crash-on-boot"), ("rolled-back", "r1"),
+    ]  # fmt: skip
+    failed = log[-2]
+    assert "boot failed" in str(failed["detail"])
+    evidence = failed["evidence"]
+    assert isinstance(evidence, list)
+    assert evidence, "no evidence folder kept"
+    assert all(Path(folder).is_dir() and any(Path(folder).iterdir()) for folder in evidence)
+    assert log[-1]["evidence"] == evidence
+
+    status = project.run("cluster", "status", "-c", str(project.cluster), "--json")
+    assert status.returncode == 0, status.stderr
+    serving = json.loads(status.stdout)
+    assert serving["release"] == "r1"
+    assert {rank["state"] for rank in serving["ranks"]} == {"running"}
+    assert read_record(project.root / str(current["record"])).release_name == "r1"
