@@ -1,11 +1,12 @@
 """Recompute a record from its raw files and list every way the record disagrees with them.
 
 `verify` trusts nothing the record says about itself: each stage's result.json must still have
-the SHA-256 taken when it was saved, each raw file it lists must exist unchanged, every verdict
-must follow from the figures (benchmark intervals, boot checks, determinism counts and hashes
-against the previous record, JUnit counts), the overall verdict must follow from the stages, and
-the README rendered again from the raw results must equal the README on disk. An empty list
-means the record verifies.
+the SHA-256 taken when it was saved, each raw file it lists must exist unchanged, the summaries
+must equal what the gates' own code computes again from the raw files (flows.record.recompute:
+benchmark arms, determinism responses, boot logs and timelines, JUnit XML), every verdict must
+follow from the figures (benchmark intervals, boot checks, determinism counts and hashes against
+the previous record), the overall verdict must follow from the stages, and the README rendered
+again from the raw results must equal the README on disk. An empty list means it verifies.
 """
 
 from __future__ import annotations
