@@ -14,9 +14,13 @@ $(STAMP): pyproject.toml engine/pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]' -e ./engine
 	touch $(STAMP)
 
+# Qualify the baseline r1, then r2 against it, on the local two-node cluster; the records land
+# in experiments/ (`--no-wait`: end "awaiting promotion" instead of waiting for a person).
 demo: setup
 	$(BIN)/sparkgate validate config releases
-	$(BIN)/sparkgate render releases/r2.yaml
+	$(BIN)/sparkgate qualify releases/r1.yaml --no-wait
+	$(BIN)/sparkgate qualify releases/r2.yaml --no-wait
+	$(BIN)/sparkgate records
 
 lint: setup
 	$(BIN)/ruff check flows tests engine
