@@ -25,16 +25,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.client import Recorder, RequestSpec, open_session, send
 from flows.bench.endpoint import Endpoint
 from flows.bench.peer_metrics import (
+    EngineWindow,
     Row,
+    Windows,
     cached_total,
     compare,
     markdown_table,
@@ -242,8 +245,18 @@ def run_guidellm(argv: list[str], log: Path, timeout_s: float) -> None:
         raise BenchError(f"guidellm exited {done.returncode}; see {log}")
 
 
+T = TypeVar("T")
+STEP_METRICS = {
+    "running": "sparkengine_requests_running",
+    "waiting": "sparkengine_requests_waiting",
+    "step_count": "sparkengine_step_seconds_count",
+    "step_sum": "sparkengine_step_seconds_sum",
+}
+
+
 class LoadResult(BaseModel):
-    """Raw results of one load: our two runs' receipts and guidellm's report file."""
+    """Raw results of one load: our two runs' receipts, guidellm's report file, and the
+    engine's step counters over each of the three runs."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -251,6 +264,15 @@ class LoadResult(BaseModel):
     ours_first: list[Receipt]
     ours_second: list[Receipt]
     guidellm_report: str
+    windows: Windows
+
+
+def _windowed(endpoint: Endpoint, action: Callable[[], T]) -> tuple[T, EngineWindow]:
+    """Run `action` on an idle engine and return the engine's step window over it."""
+    before = endpoint.wait_idle(60.0)
+    result = action()
+    after = endpoint.wait_idle(60.0)
+    return result, EngineWindow.between(before, after)
 
 
 def run_load(url: str, venv: Path, out: Path, streams: int, config: PeerConfig) -> LoadResult:
@@ -260,15 +282,22 @@ def run_load(url: str, venv: Path, out: Path, streams: int, config: PeerConfig) 
     def texts(tag: str) -> list[str]:
         return prompt_texts(f"c{streams}/{tag}", requests, config.prompt_tokens, config.seed)
 
-    first = run_ours(url, texts("ours-1"), streams, config.max_tokens)
+    endpoint = Endpoint(url, metric_names=STEP_METRICS)
+    mine = config.max_tokens
+    first, w1 = _windowed(endpoint, lambda: run_ours(url, texts("ours-1"), streams, mine))
     data = out / f"guidellm-c{streams}.jsonl"
     data.write_text(guidellm_dataset(texts("guidellm"), config.max_tokens))
     report = out / f"guidellm-c{streams}.json"
     argv = guidellm_argv(venv, url, data=data, streams=streams, requests=requests, out=report)
-    run_guidellm(argv, out / f"guidellm-c{streams}.log", config.guidellm_timeout_s)
-    second = run_ours(url, texts("ours-2"), streams, config.max_tokens)
+    log = out / f"guidellm-c{streams}.log"
+    _, wg = _windowed(endpoint, lambda: run_guidellm(argv, log, config.guidellm_timeout_s))
+    second, w2 = _windowed(endpoint, lambda: run_ours(url, texts("ours-2"), streams, mine))
     return LoadResult(
-        streams=streams, ours_first=first, ours_second=second, guidellm_report=str(report)
+        streams=streams,
+        ours_first=first,
+        ours_second=second,
+        guidellm_report=str(report),
+        windows=Windows(guidellm=wg, first=w1, second=w2),
     )
 
 
@@ -286,7 +315,7 @@ def rows_of(result: LoadResult) -> list[Row]:
     cached = cached_total([*found[0].timings, *first, *second])
     if cached:
         raise BenchError(f"c{result.streams}: {cached} prompt tokens came from the prefix cache")
-    return compare(f"c{result.streams}", found[0], first, second)
+    return compare(f"c{result.streams}", found[0], first, second, result.windows)
 
 
 def check_prompt_length(url: str, config: PeerConfig) -> None:

@@ -30,6 +30,12 @@ METRICS: dict[str, str] = {
     "output_tps": "output tok/s",
     "decode_window_tps": "decode tok/s (token window)",
 }
+NORMALIZED: dict[str, str] = {
+    "engine_step_ms": "engine step mean (ms, server)",
+    "itl_mean_per_step": "ITL mean / engine step",
+    "ttft_mean_per_step": "TTFT mean / engine step",
+    "output_tokens_per_step": "output tokens per engine step",
+}
 
 
 class Timing(BaseModel):
@@ -57,6 +63,58 @@ class LoadMetrics(BaseModel):
     itl_mean_ms: float | None = None
     output_tps: float | None = None
     decode_window_tps: float | None = None
+
+
+class EngineWindow(BaseModel):
+    """The engine's own step counters over one run (deltas of its Prometheus histogram).
+
+    The shared machine's speed drifts by tens of percent between runs; the engine's step time
+    during each run is the yardstick that drift does not bias, so tools are compared on their
+    numbers divided by it.
+    """
+
+    model_config = _FROZEN
+
+    steps: float = Field(ge=0, description="engine steps during the run")
+    step_seconds: float = Field(ge=0, description="their summed duration")
+
+    @staticmethod
+    def between(before: Mapping[str, float], after: Mapping[str, float]) -> EngineWindow:
+        """The window from two snapshots holding `step_count` and `step_sum`."""
+        return EngineWindow(
+            steps=after["step_count"] - before["step_count"],
+            step_seconds=after["step_sum"] - before["step_sum"],
+        )
+
+    def __add__(self, other: EngineWindow) -> EngineWindow:
+        return EngineWindow(
+            steps=self.steps + other.steps, step_seconds=self.step_seconds + other.step_seconds
+        )
+
+    @property
+    def step_ms(self) -> float | None:
+        """Mean engine step in ms (prefill and decode steps alike)."""
+        return 1e3 * self.step_seconds / self.steps if self.steps else None
+
+
+def _ratio(value: float | None, step_ms: float | None) -> float | None:
+    return value / step_ms if value is not None and step_ms else None
+
+
+def per_step(metrics: LoadMetrics, window: EngineWindow | None) -> dict[str, float | None]:
+    """Numbers in units of the engine's mean step during the same run (drift cancels).
+
+    ITL / step (about 1 when every step yields one token per stream) and output tokens per
+    step (about the number of streams when decode dominates).
+    """
+    step = window.step_ms if window else None
+    tps = metrics.output_tps
+    return {
+        "engine_step_ms": step,
+        "itl_mean_per_step": _ratio(metrics.itl_mean_ms, step),
+        "ttft_mean_per_step": _ratio(metrics.ttft_mean_ms, step),
+        "output_tokens_per_step": tps * step / 1e3 if tps is not None and step else None,
+    }
 
 
 class GuidellmBenchmark(BaseModel):
@@ -247,19 +305,56 @@ def pooled(first: Sequence[Timing], second: Sequence[Timing]) -> LoadMetrics:
     )
 
 
-def compare(
-    load: str, theirs: GuidellmBenchmark, first: Sequence[Timing], second: Sequence[Timing]
-) -> list[Row]:
-    """The rows of one load (every metric, then request counts); ours is our two runs pooled,
-    and their gap to each other is the session's noise floor for this load."""
+class Windows(BaseModel):
+    """The engine's step windows during guidellm's run and our two runs of one load."""
+
+    model_config = _FROZEN
+
+    guidellm: EngineWindow
+    first: EngineWindow
+    second: EngineWindow
+
+
+def _columns(
+    theirs: GuidellmBenchmark,
+    first: Sequence[Timing],
+    second: Sequence[Timing],
+    windows: Windows | None,
+) -> dict[str, list[float | None]]:
+    """metric -> (guidellm, guidellm timings on our defs, ours pooled, ours run 1, ours run 2)."""
     recomputed = our_definitions(theirs.timings)
     ours = pooled(first, second)
     run1, run2 = our_definitions(first), our_definitions(second)
+    out: dict[str, list[float | None]] = {}
+    for metric in METRICS:
+        values = (theirs.reported, recomputed, ours, run1, run2)
+        out[metric] = [getattr(v, metric) for v in values]
+    out["requests"] = [theirs.reported.requests, recomputed.requests, run1.requests, None, None]
+    if windows:
+        normalized = [
+            per_step(theirs.reported, windows.guidellm),
+            per_step(recomputed, windows.guidellm),
+            per_step(ours, windows.first + windows.second),
+            per_step(run1, windows.first),
+            per_step(run2, windows.second),
+        ]
+        for metric in NORMALIZED:
+            out[metric] = [n[metric] for n in normalized]
+    return out
+
+
+def compare(
+    load: str,
+    theirs: GuidellmBenchmark,
+    first: Sequence[Timing],
+    second: Sequence[Timing],
+    windows: Windows | None = None,
+) -> list[Row]:
+    """The rows of one load: every metric, request counts (ours per run), and with the
+    engine's step windows the drift-free per-step rows. Ours is our two runs pooled; their
+    gap to each other is the session's noise floor for this load."""
     rows = []
-    for metric in [*METRICS, "requests"]:
-        a = getattr(theirs.reported, metric)
-        b = getattr(recomputed, metric)
-        c = getattr(ours, metric)
+    for metric, (a, b, c, run1, run2) in _columns(theirs, first, second, windows).items():
         rows.append(
             Row(
                 load=load,
@@ -269,9 +364,7 @@ def compare(
                 ours=c,
                 gap_reported_pct=gap_pct(a, c),
                 gap_timings_pct=gap_pct(b, c),
-                repeat_pct=None
-                if metric == "requests"
-                else gap_pct(getattr(run2, metric), getattr(run1, metric)),
+                repeat_pct=gap_pct(run2, run1),
             )
         )
     return rows
@@ -285,7 +378,9 @@ def cached_total(timings: Sequence[Timing]) -> int:
 def _cell(value: float | None, pct: bool = False) -> str:
     if value is None:
         return "-"
-    return f"{value:+.1f} %" if pct else f"{value:.1f}"
+    if pct:
+        return f"{value:+.1f} %"
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
 def markdown_table(rows: Sequence[Row]) -> str:
@@ -299,7 +394,7 @@ def markdown_table(rows: Sequence[Row]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|:-:|",
     ]
     for r in rows:
-        name = METRICS.get(r.metric, r.metric)
+        name = METRICS.get(r.metric) or NORMALIZED.get(r.metric) or r.metric
         lines.append(
             f"| {r.load} | {name} | {_cell(r.guidellm)} | {_cell(r.guidellm_ours)} | "
             f"{_cell(r.ours)} | {_cell(r.gap_reported_pct, True)} | "

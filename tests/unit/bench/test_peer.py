@@ -15,15 +15,18 @@ import pytest
 
 from flows.bench import peer
 from flows.bench.peer_metrics import (
+    EngineWindow,
     GuidellmBenchmark,
     LoadMetrics,
     Timing,
+    Windows,
     cached_total,
     compare,
     gap_pct,
     markdown_table,
     our_definitions,
     parse_guidellm,
+    per_step,
     pooled,
     receipt_timings,
 )
@@ -143,7 +146,7 @@ def test_compare_flags_gaps_over_three_percent_and_shows_the_repeat() -> None:
     assert rows["output_tps"].gap_reported_pct == pytest.approx(-10.0)
     assert rows["decode_window_tps"].guidellm is None
     assert rows["itl_p50_ms"].repeat_pct == pytest.approx(0.0)
-    assert rows["requests"].ours == 2
+    assert rows["requests"].ours == 1  # per run
     table = markdown_table(list(rows.values()))
     assert (
         "| c1 | TTFT p50 (ms) | 104.0 | 100.0 | 100.0 | +4.0 % | +0.0 % | +0.0 % | yes |" in table
@@ -185,3 +188,43 @@ def test_missing_venv_says_how_to_create_it(
     assert "--setup" in err
     assert f"torch=={peer.TORCH_VERSION}" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_engine_window_from_counter_snapshots() -> None:
+    w = EngineWindow.between(
+        {"step_count": 10, "step_sum": 1.0}, {"step_count": 30, "step_sum": 1.5}
+    )
+    assert (w.steps, w.step_seconds) == pytest.approx((20, 0.5))
+    assert w.step_ms == pytest.approx(25.0)
+    assert (w + w).step_ms == pytest.approx(25.0)
+    assert EngineWindow(steps=0, step_seconds=0).step_ms is None
+
+
+def test_per_step_cancels_the_machine_speed() -> None:
+    # the same tool on a machine twice as slow: raw numbers halve, per-step numbers do not
+    fast = LoadMetrics(requests=1, itl_mean_ms=10.0, ttft_mean_ms=30.0, output_tps=100.0)
+    slow = LoadMetrics(requests=1, itl_mean_ms=20.0, ttft_mean_ms=60.0, output_tps=50.0)
+    a = per_step(fast, EngineWindow(steps=100, step_seconds=1.0))
+    b = per_step(slow, EngineWindow(steps=100, step_seconds=2.0))
+    assert a == pytest.approx(b | {"engine_step_ms": 10.0})
+    assert a["itl_mean_per_step"] == pytest.approx(1.0)
+    assert a["output_tokens_per_step"] == pytest.approx(1.0)
+    assert per_step(fast, None)["itl_mean_per_step"] is None
+
+
+def test_compare_with_windows_adds_per_step_rows() -> None:
+    run = [_t(0, 0.1, 1.1, 11)]  # ITL 100 ms, 10 tok/s
+    theirs = GuidellmBenchmark(streams=1, reported=our_definitions(run), timings=run)
+    windows = Windows(
+        guidellm=EngineWindow(steps=10, step_seconds=1.0),  # 100 ms steps
+        first=EngineWindow(steps=10, step_seconds=0.5),  # our runs saw 50 ms steps
+        second=EngineWindow(steps=10, step_seconds=0.5),
+    )
+    rows = {r.metric: r for r in compare("c1", theirs, run, run, windows)}
+    assert rows["engine_step_ms"].guidellm == pytest.approx(100.0)
+    assert rows["engine_step_ms"].ours == pytest.approx(50.0)
+    assert rows["itl_mean_per_step"].guidellm == pytest.approx(1.0)
+    assert rows["itl_mean_per_step"].ours == pytest.approx(2.0)
+    assert rows["itl_mean_per_step"].gap_reported_pct == pytest.approx(-50.0)
+    assert rows["requests"].ours == 1
+    assert "ITL mean / engine step" in markdown_table(list(rows.values()))
