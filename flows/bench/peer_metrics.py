@@ -293,16 +293,16 @@ def pooled(first: Sequence[Timing], second: Sequence[Timing]) -> LoadMetrics:
     """
     a, b = our_definitions(first), our_definitions(second)
     both = our_definitions([*first, *second])
-
-    def mean(x: float | None, y: float | None) -> float | None:
-        return (x + y) / 2 if x is not None and y is not None else None
-
     return both.model_copy(
         update={
-            "output_tps": mean(a.output_tps, b.output_tps),
-            "decode_window_tps": mean(a.decode_window_tps, b.decode_window_tps),
+            "output_tps": _mean(a.output_tps, b.output_tps),
+            "decode_window_tps": _mean(a.decode_window_tps, b.decode_window_tps),
         }
     )
+
+
+def _mean(x: float | None, y: float | None) -> float | None:
+    return (x + y) / 2 if x is not None and y is not None else None
 
 
 class Windows(BaseModel):
@@ -331,12 +331,18 @@ def _columns(
         out[metric] = [getattr(v, metric) for v in values]
     out["requests"] = [theirs.reported.requests, recomputed.requests, run1.requests, None, None]
     if windows:
+        first_steps = per_step(run1, windows.first)
+        second_steps = per_step(run2, windows.second)
+        # ours: each run against its own window, then averaged (a rate from one run times a
+        # step from another would mix two machine speeds)
+        ours_steps = {k: _mean(first_steps[k], second_steps[k]) for k in first_steps}
+        ours_steps["engine_step_ms"] = (windows.first + windows.second).step_ms
         normalized = [
             per_step(theirs.reported, windows.guidellm),
             per_step(recomputed, windows.guidellm),
-            per_step(ours, windows.first + windows.second),
-            per_step(run1, windows.first),
-            per_step(run2, windows.second),
+            ours_steps,
+            first_steps,
+            second_steps,
         ]
         for metric in NORMALIZED:
             out[metric] = [n[metric] for n in normalized]

@@ -228,3 +228,17 @@ def test_compare_with_windows_adds_per_step_rows() -> None:
     assert rows["itl_mean_per_step"].gap_reported_pct == pytest.approx(-50.0)
     assert rows["requests"].ours == 1
     assert "ITL mean / engine step" in markdown_table(list(rows.values()))
+
+
+def test_ours_per_step_pairs_each_run_with_its_own_window() -> None:
+    fast, slow = [_t(0, 0.1, 1.1, 11)], [_t(0, 0.2, 2.2, 11)]  # 10 and 5 tok/s
+    theirs = GuidellmBenchmark(streams=1, reported=our_definitions(fast), timings=fast)
+    windows = Windows(
+        guidellm=EngineWindow(steps=11, step_seconds=1.1),
+        first=EngineWindow(steps=11, step_seconds=1.1),  # 100 ms steps
+        second=EngineWindow(steps=11, step_seconds=2.2),  # 200 ms steps: the machine slowed
+    )
+    rows = {r.metric: r for r in compare("c1", theirs, fast, slow, windows)}
+    assert rows["output_tokens_per_step"].ours == pytest.approx(1.0)
+    assert rows["output_tokens_per_step"].repeat_pct == pytest.approx(0.0)
+    assert rows["engine_step_ms"].ours == pytest.approx(150.0)
