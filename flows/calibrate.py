@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from flows.bench.ledger import Ledger, key, write_ledger
@@ -243,7 +244,7 @@ class CalibrationOutcome(BaseModel):
     ledger_sessions: int
 
 
-@task(name="calibration")
+@task(name="calibration", cache_policy=NO_CACHE)  # fresh boots every time: never cached
 def calibration_task(context: GateContext, suite: Suite, arms: int, out_dir: Path) -> GateResult:
     """Run the calibration arms (a thin task over `run_calibration`)."""
     return run_calibration(context, suite, arms, out_dir)
