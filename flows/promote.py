@@ -34,6 +34,7 @@ from prefect.client.schemas.filters import (
     FlowRunFilterStateType,
 )
 from prefect.client.schemas.objects import StateType
+from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run, resume_flow_run
 from prefect.input import RunInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -506,9 +507,14 @@ def decide_promotion(
     form = Decision.with_initial_data(
         description=decision_description(release.name, str(record)), decision="approve"
     )
-    answer = pause_flow_run(
-        wait_for_input=form, timeout=int(release.promotion.timeout_s), poll_interval=POLL_S
-    )
+    timeout = int(release.promotion.timeout_s)
+    try:
+        answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=POLL_S)
+    except FlowPauseTimeout as error:  # Prefect then marks the run Failed ("never resumed")
+        raise PromotionError(
+            f"{release.name}: qualified, but no decision came within {timeout} s "
+            f"(promotion.timeout_s); decide later with `sparkgate promote {release_file}`"
+        ) from error
     if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
         raise PromotionError(f"{release.name}: the decision came back empty")
     if answer.decision == "reject":
