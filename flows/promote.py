@@ -291,6 +291,7 @@ def promote_release(
     append_log(root, _log(entry, "deploy-failed", detail=problem, evidence=evidence))
     say(f"deploy of {entry.release} failed: {problem}; rolling back")
     if before is None:
+        (root / POINTER_FILE).unlink()  # nothing was promoted before: no pointer, as before
         raise PromotionError(
             f"deploy of {entry.release} failed and there is no previous promoted release: "
             f"{problem} (evidence: {', '.join(evidence) or 'none'})"

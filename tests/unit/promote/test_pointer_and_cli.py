@@ -31,7 +31,9 @@ from flows.promote import (
     write_pointer,
 )
 
-from .conftest import DIGEST, GATE_NAMES, stage
+from .conftest import DIGEST, GATE_NAMES, ROOT, stage
+
+CLUSTER = str(ROOT / "config/local.yaml")
 
 
 def _pointer(release: str, n: int = 0) -> Pointer:
@@ -194,3 +196,45 @@ def test_approve_without_a_waiting_qualification_says_so(
 
 def _no_paused_run(release: str, _decision: object) -> str:
     raise promote.PromotionError(f"no paused qualification of {release} is waiting for a decision")
+
+
+def test_a_failed_deploy_rolls_the_pointer_back_and_logs_the_evidence(
+    project: Path, write_record: Callable[..., Path], built: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    write_record("r1", stages=_passed())
+    write_record("r2", stages=_passed())
+    assert main(["promote", "r1", "--by", "alice"]) == 0
+    deployed: list[str] = []
+
+    def deploy(
+        _cluster: object, entry: PromotedEntry, **_kwargs: object
+    ) -> tuple[str | None, list[str]]:
+        deployed.append(entry.release)
+        if entry.release == "r2":
+            return "boot failed: rank 1 exited", ["/state/evidence/local/boot-1"]
+        return None, []
+
+    monkeypatch.setattr(promote, "deploy", deploy)
+    assert main(["promote", "r2", "--deploy", "-c", CLUSTER, "--by", "bob"]) == 1
+    assert deployed == ["r2", "r1"]
+    pointer = read_pointer(project)
+    assert pointer is not None
+    assert pointer.current.release == "r1"
+    log = read_log(project)
+    assert [(e.action, e.release) for e in log] == [
+        ("promoted", "r1"), ("promoted", "r2"), ("deploy-failed", "r2"), ("rolled-back", "r1"),
+    ]  # fmt: skip
+    assert log[2].evidence == ["/state/evidence/local/boot-1"]
+    assert "boot failed: rank 1 exited" in log[3].detail
+
+
+def test_a_failed_first_deploy_leaves_no_pointer(
+    project: Path, write_record: Callable[..., Path], built: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    write_record("r1", stages=_passed())
+    monkeypatch.setattr(promote, "deploy", lambda *_a, **_k: ("health check failed", []))
+    assert main(["promote", "r1", "--deploy", "-c", CLUSTER]) == 1
+    assert read_pointer(project) is None
+    assert [e.action for e in read_log(project)] == ["promoted", "deploy-failed"]
