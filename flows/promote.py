@@ -463,7 +463,7 @@ def resume_paused(release: str, decision: Decision) -> str:
             runs = _retry(lambda: client.read_flow_runs(flow_filter=named, flow_run_filter=paused))
     except RuntimeError as error:  # the embedded server did not start in time
         raise PromotionError(f"could not reach the Prefect API: {error}") from error
-    matching = [run for run in runs if _names(release, run.parameters)]
+    matching = [run for run in runs if matches_release(release, run.parameters)]
     if not matching:
         raise PromotionError(f"no paused qualification of {release} is waiting for a decision")
     run = matching[0]
@@ -471,7 +471,7 @@ def resume_paused(release: str, decision: Decision) -> str:
     return str(run.id)
 
 
-def _names(release: str, parameters: Mapping[str, Any]) -> bool:
+def matches_release(release: str, parameters: Mapping[str, Any]) -> bool:
     """Whether a run qualifies `release`: that very file when a file is given, else by name."""
     file = Path(str(parameters.get("release_file", "")))
     given = Path(release)

@@ -141,3 +141,16 @@ def test_entries_store_paths_relative_to_the_project(tmp_path: Path) -> None:
 
     assert relative_to_root(tmp_path / "releases/r1.yaml", tmp_path) == "releases/r1.yaml"
     assert relative_to_root(Path("/elsewhere/r1.yaml"), tmp_path) == "/elsewhere/r1.yaml"
+
+
+def test_a_paused_run_is_matched_by_its_file_when_a_file_is_given(tmp_path: Path) -> None:
+    from flows.promote import matches_release  # noqa: PLC0415
+
+    mine = tmp_path / "releases/r1.yaml"
+    mine.parent.mkdir()
+    mine.write_text("")
+    other = {"release_file": "/elsewhere/releases/r1.yaml"}
+    assert matches_release(str(mine), {"release_file": str(mine.resolve())})
+    assert not matches_release(str(mine), other)
+    assert matches_release("r1", other)
+    assert not matches_release("r2", other)
