@@ -337,6 +337,26 @@ def setup(venv: Path) -> None:
         subprocess.run(argv, check=True)
 
 
+def parse_loads(text: str) -> dict[int, int]:
+    """`1:8,4:16` -> {1: 8, 4: 16} (streams -> requests per run).
+
+    Raises:
+        argparse.ArgumentTypeError: on anything else (argparse turns it into a usage error).
+    """
+    loads: dict[int, int] = {}
+    try:
+        for part in text.split(","):
+            streams, requests = (int(x) for x in part.split(":"))
+            if streams < 1 or requests < streams:
+                raise ValueError(part)
+            loads[streams] = requests
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected STREAMS:REQUESTS,... with requests >= streams >= 1"
+        ) from error
+    return loads
+
+
 def missing_venv_message(venv: Path) -> str:
     """What to run when the peer venv is absent."""
     return (
@@ -373,6 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--venv", type=Path, default=None, help="guidellm venv (default: state)")
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--loads", type=parse_loads, default=None, help="STREAMS:REQUESTS,... (default 1:8,4:16)"
+    )
     args = parser.parse_args(argv)
     venv = args.venv or peer_venv()
     if args.setup:
@@ -384,7 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (venv / "bin" / "guidellm").exists():
         err_console.print(missing_venv_message(venv), markup=False, highlight=False)
         return 2
-    config = PeerConfig(prompt_tokens=args.prompt_tokens, max_tokens=args.max_tokens)
+    config = PeerConfig(
+        prompt_tokens=args.prompt_tokens,
+        max_tokens=args.max_tokens,
+        **({"loads": args.loads} if args.loads else {}),
+    )
     try:
         rows = check(args.out, config, venv)
     except BenchError as error:

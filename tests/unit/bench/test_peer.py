@@ -8,6 +8,7 @@ Its prompts had been sent before, so they report cached tokens (the check must r
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -242,3 +243,10 @@ def test_ours_per_step_pairs_each_run_with_its_own_window() -> None:
     assert rows["output_tokens_per_step"].ours == pytest.approx(1.0)
     assert rows["output_tokens_per_step"].repeat_pct == pytest.approx(0.0)
     assert rows["engine_step_ms"].ours == pytest.approx(150.0)
+
+
+def test_parse_loads() -> None:
+    assert peer.parse_loads("1:8,4:16") == {1: 8, 4: 16}
+    for bad in ("1", "4:2", "0:3", "a:b", "1:8,"):
+        with pytest.raises(argparse.ArgumentTypeError, match="STREAMS:REQUESTS"):
+            peer.parse_loads(bad)
