@@ -5,7 +5,9 @@ alone. So every load gets three columns: what guidellm reports (its own definiti
 guidellm's own per-request timestamps give under OUR definitions, and what our generator
 measured. When guidellm's raw timings agree with ours but its headline does not, the gap is a
 definition; when its raw timings disagree too, the gap is in the measurement (stamping, client,
-prompts, noise). See docs/peer-check.md.
+prompts, noise). On a shared machine the engine's speed drifts between runs, so each run's
+numbers are also divided by the engine's own mean step time during that run (from its metrics):
+those per-step rows compare the tools with the drift taken out. See docs/peer-check.md.
 """
 
 from __future__ import annotations
