@@ -20,6 +20,7 @@ from typing import Any
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from flows import __version__
@@ -66,7 +67,7 @@ def load_release_and_previous(path: Path | str) -> tuple[Release, Release | None
 # -- tasks ---------------------------------------------------------------------------------------
 
 
-@task(name="preflight")
+@task(name="preflight", cache_policy=NO_CACHE)
 def preflight_task(cluster: Cluster, pool: TransportPool) -> str:
     """Every node ready for a run; raises on any ERROR check."""
     report = run_preflight(cluster, lambda node: pool.node(node.name))
@@ -75,13 +76,13 @@ def preflight_task(cluster: Cluster, pool: TransportPool) -> str:
     return f"{len(report.results)} checks, {len(warnings)} warnings"
 
 
-@task(name="build")
+@task(name="build", cache_policy=NO_CACHE)
 def build_task(release: Release, state: Path, say: Callable[[str], None]) -> ProcessBuild:
     """Build the release once (content-addressed; reused when nothing changed)."""
     return build_release(release, state / "build-cache", say)
 
 
-@task(name="distribute")
+@task(name="distribute", cache_policy=NO_CACHE)
 def distribute_task(
     build: ProcessBuild, cluster: Cluster, transports: dict[str, Transport],
     say: Callable[[str], None],
