@@ -4,7 +4,7 @@ This machine runs no Docker daemon and may not have one at all, and lab hosts ea
 own, so sparkgate starts `dockerd` itself: its data root, exec root, pidfile, log and API socket
 all live under `.sparkgate/docker/<name>/`, with no bridge and no iptables (containers use host
 networking). With `netns`, the daemon runs inside a lab host's network namespace through
-`ip netns exec`; its API stays a unix socket on the shared filesystem, so the pipeline reaches
+`nsenter --net`; its API stays a unix socket on the shared filesystem, so the pipeline reaches
 every lab daemon from the host. Stopping removes exactly what starting made: the process, its
 managed containerd, and the mounts it left under its roots.
 """
@@ -76,7 +76,9 @@ def dockerd_argv(root: Path, storage_driver: str, netns: str | None = None) -> l
         f"--config-file={root / 'daemon.json'}",
         f"--host=unix://{root / 'api.sock'}",
     ]
-    return ["ip", "netns", "exec", netns, *argv] if netns else argv
+    # `nsenter --net` joins only the host's network namespace; `ip netns exec` would also
+    # remount /sys, hiding the cgroup mounts dockerd needs ("Devices cgroup isn't mounted").
+    return ["nsenter", f"--net=/run/netns/{netns}", *argv] if netns else argv
 
 
 def start_dockerd(

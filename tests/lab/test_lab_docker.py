@@ -12,7 +12,6 @@ import docker
 import pytest
 
 from flows.cluster.lab import LabPlan, lab_down, lab_up
-from flows.errors import ClusterError
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 
@@ -23,12 +22,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow]
 PLAN = LabPlan(prefix="sg-w", nodes=2, subnet=ipaddress.IPv4Network("198.18.4.0/24"), docker=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ClusterError,
-    reason="flows/cluster/dockerd.py starts dockerd with `ip netns exec`, which remounts /sys "
-    "and hides the cgroup mounts ('Devices cgroup isn't mounted'); `nsenter --net=` works",
-)
 def test_lab_with_one_dockerd_per_host() -> None:
     reason = lab_unavailable() or (None if shutil.which("dockerd") else "needs dockerd")
     if reason:

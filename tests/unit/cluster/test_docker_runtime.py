@@ -33,7 +33,7 @@ def test_daemon_lives_under_the_state_dir(tmp_path: Path) -> None:
 
 def test_daemon_in_a_network_namespace() -> None:
     argv = dockerd_argv(Path("/s/docker/n1"), "vfs", netns="sg-n1")
-    assert argv[:5] == ["ip", "netns", "exec", "sg-n1", "dockerd"]
+    assert argv[:3] == ["nsenter", "--net=/run/netns/sg-n1", "dockerd"]
 
 
 @pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden"])
