@@ -33,7 +33,7 @@ from flows.gates.outputs import Output, hashes, matches_reference, output_from_c
 from flows.gates.prompts import Prompt, named_prompts
 from flows.gates.running import running_release, write_json
 from flows.gates.traffic import complete, open_client, stream
-from flows.gates.verdicts import BootObservation, RankFigures, boot_row, cold_boots_verdict
+from flows.gates.verdicts import BootObservation, boot_row, cold_boots_verdict, rank_figures
 from flows.spec.release import ColdBootsGate
 from flows.spec.render import render_all
 
@@ -137,18 +137,7 @@ def _one_boot(
         mode=mode,
         emptied_ranks=emptied,
         ready_s=timeline.ready_s,
-        ranks=[
-            RankFigures(
-                rank=r.rank,
-                node=r.node,
-                prepare_s=r.prepare_s,
-                kernels=r.kernels,
-                compiled=r.compiled,
-                cached=r.cached,
-                liveness_wait_s=r.liveness_wait_s,
-            )
-            for r in timeline.ranks
-        ],
+        ranks=rank_figures(timeline),
         compiles_logged=len(events),
         compile_lines=[_compile_name(e) for e in events],
         compiles_metric=metric,

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.cluster.timeline import BootTimeline
 from flows.gates.outputs import Output, ScenarioReport, hashes, top_token_agreement
 
 SpotCheck = Literal["identical", "differs", "not run"]
@@ -119,6 +120,22 @@ class RankFigures(BaseModel):
     compiled: int | None
     cached: int | None
     liveness_wait_s: float | None
+
+
+def rank_figures(timeline: BootTimeline) -> list[RankFigures]:
+    """Each rank's preparation figures from a boot timeline (the gate and `verify` alike)."""
+    return [
+        RankFigures(
+            rank=r.rank,
+            node=r.node,
+            prepare_s=r.prepare_s,
+            kernels=r.kernels,
+            compiled=r.compiled,
+            cached=r.cached,
+            liveness_wait_s=r.liveness_wait_s,
+        )
+        for r in timeline.ranks
+    ]
 
 
 class BootObservation(BaseModel):

@@ -204,7 +204,7 @@ def _observation(raw: dict[str, Any], kernel_cache: str, reference: dict[str, An
     """The gate's BootObservation of one boot, rebuilt from its raw file."""
     from flows.cluster.timeline import BootTimeline  # noqa: PLC0415
     from flows.gates.outputs import Output, hashes  # noqa: PLC0415
-    from flows.gates.verdicts import BootObservation, RankFigures  # noqa: PLC0415
+    from flows.gates.verdicts import BootObservation, rank_figures  # noqa: PLC0415
 
     emptied = sorted(
         {int(t["rank"]) for t in raw.get("emptied", []) if t.get("kind") == kernel_cache}
@@ -230,18 +230,7 @@ def _observation(raw: dict[str, Any], kernel_cache: str, reference: dict[str, An
         mode=mode,
         emptied_ranks=emptied,
         ready_s=timeline.ready_s,
-        ranks=[
-            RankFigures(
-                rank=r.rank,
-                node=r.node,
-                prepare_s=r.prepare_s,
-                kernels=r.kernels,
-                compiled=r.compiled,
-                cached=r.cached,
-                liveness_wait_s=r.liveness_wait_s,
-            )
-            for r in timeline.ranks
-        ],
+        ranks=rank_figures(timeline),
         compiles_logged=len(raw.get("compile_events") or []),
         compiles_metric=raw.get("compiles_metric"),
         spot_check=("differs" if differing else "identical") if judged else "not run",
