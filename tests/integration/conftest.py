@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from flows.cluster.transport.local import LocalTransport
+from flows.gates.base import GateContext
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release
@@ -76,3 +77,27 @@ def ensure_models(plans: list[LaunchPlan], release: Release) -> None:
 def transports(local_cluster: Cluster) -> Iterator[dict[str, LocalTransport]]:
     """One local transport per node."""
     return {node.name: LocalTransport(node.name) for node in local_cluster.nodes}
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state folder for the module; the build cache is shared by the session's gate tests."""
+    shared = tmp_path_factory.getbasetemp() / "gate-build-cache"
+    shared.mkdir(exist_ok=True)
+    folder = tmp_path_factory.mktemp("gate-state")
+    (folder / "build-cache").symlink_to(shared)
+    return folder
+
+
+def context_for(
+    cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    state: Path,
+    release: Release,
+    previous: Release | None = None,
+) -> GateContext:
+    """The context a gate gets from the flow, on the test's private cluster."""
+    return GateContext(
+        cluster=cluster, release=release, previous=previous, transports=dict(transports),
+        state=state, experiments=state / "experiments",
+    )  # fmt: skip

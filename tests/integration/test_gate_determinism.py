@@ -9,13 +9,13 @@ import pytest
 
 from flows.cluster.session import load_session
 from flows.cluster.transport.local import LocalTransport
-from flows.gates.base import GateContext, Outcome
+from flows.gates.base import Outcome
 from flows.gates.determinism import run_determinism
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import DeterminismGate, Release
 
-from .conftest import ROOT
+from .conftest import ROOT, context_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -32,29 +32,6 @@ SHORT = DeterminismGate(
     sampled_streams=2,
     timeout_s=300,
 )
-
-
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A state folder for the module; the build cache is shared by the session's gate tests."""
-    shared = tmp_path_factory.getbasetemp() / "gate-build-cache"
-    shared.mkdir(exist_ok=True)
-    folder = tmp_path_factory.mktemp("gate-state")
-    (folder / "build-cache").symlink_to(shared)
-    return folder
-
-
-def context_for(
-    cluster: Cluster,
-    transports: dict[str, LocalTransport],
-    state: Path,
-    release: Release,
-    previous: Release | None = None,
-) -> GateContext:
-    return GateContext(
-        cluster=cluster, release=release, previous=previous, transports=dict(transports),
-        state=state, experiments=state / "experiments",
-    )  # fmt: skip
 
 
 def test_r1_passes_and_r2_matches_its_hashes(
