@@ -350,6 +350,11 @@ def check_context(suite: Suite, max_model_len: int | None) -> None:
             )
 
 
+def suite_digest(suite: Suite) -> str:
+    """The suite as run, as a digest: arms compare only when they ran the same suite."""
+    return hashlib.sha256(suite.model_dump_json().encode()).hexdigest()
+
+
 def _report(
     ctx: ArmContext, *, label: str, started: str, points: dict[str, Point], missing: list[str]
 ) -> ArmReport:
@@ -366,7 +371,7 @@ def _report(
             "client_host": socket.gethostname(),
             "python": platform.python_version(),
             "sparkgate": __version__,
-            "suite_sha256": hashlib.sha256(suite.model_dump_json().encode()).hexdigest(),
+            "suite_sha256": suite_digest(suite),
             "prompt_nonce": ctx.prompts.nonce,
             "client_saturated_batches": ctx.saturated,
             "metrics_missing": list(missing),

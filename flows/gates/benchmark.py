@@ -28,8 +28,8 @@ from flows.bench.compare import Comparison, Decision, compare_arms, session_deci
 from flows.bench.endpoint import DEFAULT_METRICS, Endpoint
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.render import plot_changes, recipe_text
-from flows.bench.report import ArmReport, write_arm
-from flows.bench.runner import run_arm
+from flows.bench.report import ARM_FILE, ArmReport, read_arm, write_arm
+from flows.bench.runner import run_arm, suite_digest
 from flows.cluster.session import load_session, start_release, stop_session
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome, api_base_url
@@ -205,6 +205,28 @@ def arm_folder(out_dir: Path, index: int, role: Role) -> Path:
     return out_dir / "arms" / f"{index}-{role}"
 
 
+def finished_arm(folder: Path, release: str, role: Role, suite: Suite) -> ArmReport | None:
+    """The arm an interrupted run of this record already measured, when it measured this one.
+
+    The record is reopened only for the same candidate build, so a finished arm of the same
+    release, role and suite is the measurement this run would repeat: keeping it loses nothing
+    and saves a boot and a suite. An arm that stopped early, or of another suite, is measured
+    again.
+    """
+    if not (folder / ARM_FILE).is_file():
+        return None
+    try:
+        report = read_arm(folder)
+    except BenchError:
+        return None
+    same = (
+        report.identity.get("release") == release
+        and report.identity.get("role") == role
+        and report.identity.get("suite_sha256") == suite_digest(suite)
+    )
+    return report if same and report.aborted is None and report.finished_utc else None
+
+
 def measure_arm(
     context: GateContext, suite: Suite, out_dir: Path, index: int, role: Role
 ) -> ArmReport:
@@ -212,8 +234,12 @@ def measure_arm(
     release: Release | None = context.release if role == "candidate" else context.previous
     if release is None:
         raise BenchError("a previous arm needs a previous release")
-    _stop_running(context)
     say = context.progress
+    finished = finished_arm(arm_folder(out_dir, index, role), release.name, role, suite)
+    if finished is not None:
+        say(f"arm {index} ({role}, {release.name}): measured by the interrupted run, kept")
+        return finished
+    _stop_running(context)
     say(f"arm {index} ({role}, {release.name}): booting")
     started = start_release(
         context.cluster, release, context.transports, context.state, progress=say

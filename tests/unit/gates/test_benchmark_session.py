@@ -9,11 +9,13 @@ import pytest
 
 from flows.bench.compare import Comparison, Decision, compare_arms
 from flows.bench.ledger import Ledger
-from flows.bench.report import ArmReport, Point, Sample
+from flows.bench.report import ArmReport, Point, Sample, write_arm
+from flows.bench.runner import suite_digest
 from flows.gates import benchmark
 from flows.gates.base import GateContext, Outcome
 from flows.gates.benchmark import (
     Role,
+    finished_arm,
     order_problem,
     points_summary,
     reason_for,
@@ -23,6 +25,7 @@ from flows.gates.benchmark import (
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
+from flows.spec.suite import Suite
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -200,3 +203,45 @@ def test_the_slower_release_is_r1_with_the_slowdown_switch_under_a_3_percent_gat
     assert gate.enabled
     assert gate.tolerance == 0.03
     assert order_problem(gate.arms) is None
+
+
+def _suite(samples: int) -> Suite:
+    return Suite.model_validate({
+        "kind": "suite", "name": "tiny", "seed": 0, "samples": samples,
+        "workloads": [{"kind": "single_stream", "name": "single"}],
+    })  # fmt: skip
+
+
+def _finished(release: str, role: Role, suite: Suite) -> ArmReport:
+    identity = {"release": release, "role": role, "suite_sha256": suite_digest(suite)}
+    return arm("1-candidate", tps=100, ttft=0.2).model_copy(
+        update={"identity": identity, "finished_utc": "2026-12-02T00:01:00+00:00"}
+    )
+
+
+def test_an_arm_the_interrupted_run_finished_is_kept(tmp_path: Path) -> None:
+    suite = _suite(3)
+    write_arm(_finished("r2", "candidate", suite), tmp_path)
+    kept = finished_arm(tmp_path, "r2", "candidate", suite)
+    assert kept is not None
+    assert kept.identity["release"] == "r2"
+
+
+@pytest.mark.parametrize(
+    ("release", "role", "samples", "aborted"),
+    [("r1", "candidate", 3, None), ("r2", "previous", 3, None), ("r2", "candidate", 5, None),
+     ("r2", "candidate", 3, "client gave up")],
+    ids=["other-release", "other-role", "other-suite", "aborted"],
+)  # fmt: skip
+def test_an_arm_of_anything_else_is_measured_again(
+    tmp_path: Path, release: str, role: Role, samples: int, aborted: str | None
+) -> None:
+    report = _finished(release, role, _suite(samples)).model_copy(update={"aborted": aborted})
+    write_arm(report, tmp_path)
+    assert finished_arm(tmp_path, "r2", "candidate", _suite(3)) is None
+
+
+def test_a_missing_or_unreadable_arm_is_measured_again(tmp_path: Path) -> None:
+    assert finished_arm(tmp_path, "r2", "candidate", _suite(3)) is None
+    (tmp_path / "arm.json").write_text("{half")
+    assert finished_arm(tmp_path, "r2", "candidate", _suite(3)) is None
