@@ -23,9 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from flows.errors import SparkgateError
+from flows.record.atomic import write_text
 
 HEALTH_POLL_S = 0.2
 STOP_GRACE_S = 10.0
+DRAIN_TIMEOUT_S = 10.0
+SERVERS_DIR = "embedded-servers"
 
 
 @contextlib.contextmanager
@@ -48,12 +51,64 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    advert = servers_dir() / f"{server.pid}.url"
     try:
         _wait_healthy(url, server, log_dir / "embedded-server.log")
+        advert.parent.mkdir(parents=True, exist_ok=True)
+        write_text(advert, url + "\n")
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield url
     finally:
+        advert.unlink(missing_ok=True)
+        _drain_prefect_workers()
         _stop(server)
+
+
+@contextlib.contextmanager
+def running_backend(folder: Path | None = None) -> Iterator[str | None]:
+    """Point Prefect at the server a waiting run uses: the configured one, else a live embedded
+    server on this PREFECT_HOME (adverts in `folder`, default `servers_dir()`); None when
+    neither exists (then no embedded run can be waiting)."""
+    configured = os.environ.get("PREFECT_API_URL")
+    if configured:
+        yield configured
+        return
+    url = next((u for u in advertised(folder or servers_dir()) if _healthy(u)), None)
+    if url is None:
+        yield None
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: PLC0415
+
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        yield url
+
+
+def servers_dir() -> Path:
+    """Where running embedded servers of this PREFECT_HOME leave their URLs."""
+    from prefect.settings import get_current_settings  # noqa: PLC0415
+
+    return Path(get_current_settings().home) / SERVERS_DIR
+
+
+def advertised(folder: Path) -> list[str]:
+    """URLs of the embedded servers that said they run (newest first; some may be gone)."""
+    files = sorted(folder.glob("*.url"), key=lambda f: f.stat().st_mtime, reverse=True)
+    return [text for f in files if (text := _read(f))]
+
+
+def _read(file: Path) -> str:
+    try:
+        return file.read_text().strip()
+    except OSError:  # removed by its server a moment ago
+        return ""
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def _server_argv(port: int) -> list[str]:
@@ -77,15 +132,24 @@ def _wait_healthy(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
             raise SparkgateError(
                 f"the embedded Prefect server exited with {server.returncode}; see {log}"
             )
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:  # noqa: S310
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
+        if _healthy(url):
+            return
         time.sleep(HEALTH_POLL_S)
     _stop(server)
     raise SparkgateError(f"the embedded Prefect server was not healthy after {timeout:g} s; {log}")
+
+
+def _drain_prefect_workers() -> None:
+    """Send Prefect's buffered logs and events while the server still runs.
+
+    Left to the interpreter's exit, they are sent to a stopped server, and the command hangs
+    for about a minute of connection retries after its work is done.
+    """
+    from prefect.events.worker import EventsWorker  # noqa: PLC0415
+    from prefect.logging.handlers import APILogWorker  # noqa: PLC0415
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=DRAIN_TIMEOUT_S, at_exit=False)
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:

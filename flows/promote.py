@@ -4,7 +4,7 @@ Why it exists: a release reaches production only after every gate passed for the
 that would be deployed, and only by a named person with a reason. The promoted release is one
 file, `config/promoted.yaml` (current entry plus the earlier promoted ones, newest first), always
 replaced by rename so a reader sees the old pointer or the new one. Every decision (promoted,
-rejected, deployed, deploy failed, rolled back) is appended as one JSON line to
+rejected, no decision in time, deployed, deploy failed, rolled back) is appended as one JSON line to
 `experiments/promotions.jsonl`, which is never rewritten.
 
 The module reads top to bottom: the decision input the paused qualification waits for, the pure
@@ -16,6 +16,7 @@ Import it only after `flows.settings.prefect_environment()`.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import httpx
 import yaml
 from prefect import flow
 from prefect.client.orchestration import get_client
@@ -108,7 +110,9 @@ class LogEntry(BaseModel):
     model_config = _FROZEN
 
     at: datetime
-    action: Literal["promoted", "rejected", "deployed", "deploy-failed", "rolled-back"]
+    action: Literal[
+        "promoted", "rejected", "no-decision", "deployed", "deploy-failed", "rolled-back"
+    ]
     release: str
     by: str
     reason: str
@@ -452,8 +456,22 @@ async def _spot_check(
 def resume_paused(release: str, decision: Decision) -> str:
     """Find the paused qualification of `release` (a name or its file) and resume it; the run id.
 
-    Retries while the embedded server's database is locked or a server answers 503.
+    Talks to the server the waiting run polls: PREFECT_API_URL, else this project's running
+    embedded server (a waiting `sparkgate qualify` keeps one). Retries while a database is
+    locked or a server answers 503.
     """
+    from flows.embedded import running_backend  # noqa: PLC0415
+
+    with running_backend() as url:
+        if url is None:
+            raise PromotionError(
+                f"no paused qualification of {release} is waiting for a decision "
+                "(no `sparkgate qualify` of this project is running)"
+            )
+        return _resume_on(url, release, decision)
+
+
+def _resume_on(url: str, release: str, decision: Decision) -> str:
     paused = FlowRunFilter(
         state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
     )
@@ -461,8 +479,8 @@ def resume_paused(release: str, decision: Decision) -> str:
     try:
         with get_client(sync_client=True) as client:
             runs = _retry(lambda: client.read_flow_runs(flow_filter=named, flow_run_filter=paused))
-    except RuntimeError as error:  # the embedded server did not start in time
-        raise PromotionError(f"could not reach the Prefect API: {error}") from error
+    except (RuntimeError, OSError, httpx.TransportError) as error:  # the server went away
+        raise PromotionError(f"could not reach the Prefect API at {url}: {error}") from error
     matching = [run for run in runs if matches_release(release, run.parameters)]
     if not matching:
         raise PromotionError(f"no paused qualification of {release} is waiting for a decision")
@@ -508,14 +526,13 @@ def decide_promotion(
     form = Decision.with_initial_data(
         description=decision_description(release.name, str(record)), decision="approve"
     )
-    timeout = int(release.promotion.timeout_s)
+    timeout = pause_timeout_s(release)
     try:
         answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=POLL_S)
-    except FlowPauseTimeout as error:  # Prefect then marks the run Failed ("never resumed")
-        raise PromotionError(
-            f"{release.name}: qualified, but no decision came within {timeout} s "
-            f"(promotion.timeout_s); decide later with `sparkgate promote {release_file}`"
-        ) from error
+    except FlowPauseTimeout as error:
+        entry, message = no_decision(release, release_file, record, timeout)
+        append_log(project_root(), entry)
+        raise PromotionError(message) from error
     if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
         raise PromotionError(f"{release.name}: the decision came back empty")
     if answer.decision == "reject":
@@ -523,6 +540,31 @@ def decide_promotion(
         raise PromotionError(f"{release.name} rejected by {answer.by}: {answer.reason}")
     promote_release(release_file, by=answer.by, reason=answer.reason, progress=progress)
     return f"promoted by {answer.by}"
+
+
+def pause_timeout_s(release: Release) -> int:
+    """How long the paused qualification waits: promotion.timeout_s, whole seconds, at least 1."""
+    return max(1, math.ceil(release.promotion.timeout_s))
+
+
+def no_decision(
+    release: Release, release_file: str, record: Path, timeout: int
+) -> tuple[LogEntry, str]:
+    """The log line and the flow's failure message when nobody decided within `timeout` s.
+
+    The record stays published and qualified; only the wait ended, so `promote` can decide later.
+    """
+    stored = relative_to_root(record, project_root())
+    detail = f"no decision within {timeout} s (promotion.timeout_s)"
+    entry = LogEntry(
+        at=datetime.now(UTC), action="no-decision", release=release.name, by="sparkgate",
+        reason="", record=stored, detail=detail,
+    )  # fmt: skip
+    message = (
+        f"{release.name}: qualified, but {detail}; the record {stored} stands: decide later "
+        f"with `sparkgate promote {release_file}`"
+    )
+    return entry, message
 
 
 def decision_description(release: str, record: str) -> str:

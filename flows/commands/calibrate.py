@@ -37,11 +37,14 @@ def calibrate(
     load_release(release)
     prefect_environment()
     from flows.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
+    from flows.embedded import prefect_backend  # noqa: PLC0415
+    from flows.settings import state_dir  # noqa: PLC0415
 
-    state = calibrate_flow(
-        str(Path(release).resolve()), str(cluster_path(cluster).resolve()), arms,
-        return_state=True,
-    )  # fmt: skip
+    with prefect_backend(state_dir() / "prefect"):  # the server a Ctrl-C leaves alone, as qualify
+        state = calibrate_flow(
+            str(Path(release).resolve()), str(cluster_path(cluster).resolve()), arms,
+            return_state=True,
+        )  # fmt: skip
     if state.is_failed():
         try:
             state.result()

@@ -1,0 +1,143 @@
+"""The wait for a decision: its timeout ends in a logged, named state, and a second terminal
+finds the server the waiting qualification polls.
+
+No Prefect server is started: the pause is replaced where it is called, and the "embedded server"
+is a loopback HTTP server answering /api/health like Prefect's.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows import embedded, promote
+from flows.embedded import SERVERS_DIR, advertised, running_backend
+from flows.errors import PromotionError
+from flows.promote import Decision, decide_promotion, no_decision, pause_timeout_s, read_log
+from flows.spec.release import Promotion, Release, load_release
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _release(project: Path, timeout_s: float) -> Release:
+    release = load_release(project / "releases/r1.yaml")
+    return release.model_copy(update={"promotion": Promotion(timeout_s=timeout_s)})
+
+
+def test_the_pause_lasts_whole_seconds_and_at_least_one(project: Path) -> None:
+    assert pause_timeout_s(_release(project, 0.2)) == 1
+    assert pause_timeout_s(_release(project, 5)) == 5
+    assert pause_timeout_s(_release(project, 5.1)) == 6
+
+
+def test_no_decision_names_the_timeout_and_keeps_the_record(project: Path) -> None:
+    record = project / "experiments/2026-12-02-r1"
+    entry, message = no_decision(_release(project, 3), "releases/r1.yaml", record, 3)
+    assert (entry.action, entry.release) == ("no-decision", "r1")
+    assert entry.record == "experiments/2026-12-02-r1"
+    assert entry.detail == "no decision within 3 s (promotion.timeout_s)"
+    assert message.startswith("r1: qualified, but no decision within 3 s")
+    assert "sparkgate promote releases/r1.yaml" in message
+
+
+def test_a_pause_that_times_out_is_logged_and_raised(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prefect.exceptions import FlowPauseTimeout  # noqa: PLC0415
+
+    asked: list[int] = []
+
+    def pause(**kwargs: object) -> None:
+        asked.append(int(str(kwargs["timeout"])))
+        raise FlowPauseTimeout("Flow run was paused and never resumed.")
+
+    monkeypatch.setattr(promote, "pause_flow_run", pause)
+    record = project / "experiments/2026-12-02-r1"
+    with pytest.raises(PromotionError, match="no decision within 2 s"):
+        decide_promotion(
+            "releases/r1.yaml", _release(project, 1.5), record, wait=True, progress=print
+        )
+    assert asked == [2]
+    log = read_log(project)
+    assert [(e.action, e.record) for e in log] == [("no-decision", "experiments/2026-12-02-r1")]
+
+
+def test_no_wait_asks_nobody_and_logs_nothing(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(promote, "pause_flow_run", _never_called)
+    record = project / "experiments/2026-12-02-r1"
+    said = decide_promotion("r1", _release(project, 1), record, wait=False, progress=print)
+    assert said == promote.AWAITING
+    assert read_log(project) == []
+
+
+def _never_called(**_kwargs: object) -> None:
+    raise AssertionError("paused although --no-wait")
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/api/health" else 404)
+        self.end_headers()
+        self.wfile.write(b"true")
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def live_server() -> Iterator[str]:
+    """A loopback server that answers /api/health like a running Prefect server; its API URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/api"
+    server.shutdown()
+    server.server_close()
+
+
+def _advertise(folder: Path, pid: int, url: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{pid}.url").write_text(url + "\n")
+
+
+def test_a_second_terminal_uses_the_live_embedded_server(
+    tmp_path: Path, live_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prefect.settings import get_current_settings  # noqa: PLC0415
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    _advertise(tmp_path, 1, f"http://127.0.0.1:{_closed_port()}/api")  # a dead one
+    _advertise(tmp_path, 2, live_server)
+    assert len(advertised(tmp_path)) == 2
+    with running_backend(tmp_path) as url:
+        assert url == live_server
+        assert get_current_settings().api.url == live_server
+
+
+def test_without_a_running_qualification_nothing_is_started(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(embedded, "servers_dir", lambda: project / SERVERS_DIR)
+    with running_backend() as url:
+        assert url is None
+    answer = Decision(decision="approve", by="alice", reason="")
+    with pytest.raises(PromotionError, match="no `sparkgate qualify` of this project is running"):
+        promote.resume_paused("r1", answer)
+
+
+def test_a_configured_server_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    with running_backend(tmp_path) as url:
+        assert url == "http://127.0.0.1:9/api"
