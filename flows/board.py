@@ -17,6 +17,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from flows.stages import STAGE_TITLES, STAGES
@@ -38,6 +39,7 @@ class _Row:
     started: float | None = None
     seconds: float | None = None
     detail: str = ""
+    counted: tuple[str, int, int] | None = None  # progress inside the stage: what, done, total
 
 
 current_board: ContextVar[StageBoard | None] = ContextVar("current_board", default=None)
@@ -85,8 +87,20 @@ class StageBoard:
         row = self.rows[stage]
         if row.started is not None:
             row.seconds = time.monotonic() - row.started
-        row.status, row.detail = status, detail
+        row.status, row.detail, row.counted = status, detail, None
         self._changed(stage)
+
+    def advance(self, what: str, done: int, total: int) -> None:
+        """Progress inside the running stage (arms, samples, boots): a bar on a terminal.
+
+        Plain output gets no line per step; the stage's notes already say what happens.
+        """
+        running = [row for row in self.rows.values() if row.status == "running"]
+        if not running:
+            return
+        running[-1].counted = (what, done, total)
+        if self._live is not None:
+            self._live.update(self.render())
 
     def note(self, line: str) -> None:
         """A progress line printed above the table."""
@@ -95,6 +109,10 @@ class StageBoard:
     def seconds(self) -> dict[str, float]:
         """Elapsed seconds of every stage that ran."""
         return {s: r.seconds for s, r in self.rows.items() if r.seconds is not None}
+
+    def statuses(self) -> dict[str, str]:
+        """Status of every stage that ran (passed, cached, skipped or failed)."""
+        return {s: r.status for s, r in self.rows.items() if r.seconds is not None}
 
     def render(self) -> Table:
         """The stage table."""
@@ -111,7 +129,7 @@ class StageBoard:
                 STAGE_TITLES.get(stage, stage),
                 f"[{_COLOURS.get(row.status, '')}]{row.status}[/]",
                 "" if elapsed is None else f"{elapsed:.1f} s",
-                escape(row.detail),
+                _progress(row.counted) if row.counted else escape(row.detail),
             )
         return table
 
@@ -127,6 +145,14 @@ class StageBoard:
             markup=False,
             highlight=False,
         )
+
+
+def _progress(counted: tuple[str, int, int]) -> Table:
+    what, done, total = counted
+    cell = Table.grid(padding=(0, 1))
+    cell.add_row(ProgressBar(total=max(total, 1), completed=done, width=24),
+                 escape(f"{what} {done}/{total}"))  # fmt: skip
+    return cell
 
 
 def route_prefect_console(console: Console) -> None:

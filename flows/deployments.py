@@ -54,7 +54,8 @@ def nightly_qualification(
     chosen = load_release(release_file)
     load_previous(release_file, chosen)
     load_model(cluster_file, Cluster)
-    return qualify_flow(str(release_file), str(cluster_file), fresh, wait)
+    # Called as a subflow, a qualification that ends Failed raises: what returns is the outcome.
+    return qualify_flow(str(release_file), str(cluster_file), fresh, wait)  # type: ignore[return-value]
 
 
 @flow(name="promotion", validate_parameters=True)

@@ -21,6 +21,8 @@ from typing import Any
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
 from pydantic import BaseModel, ConfigDict
 
 from flows import __version__
@@ -30,7 +32,7 @@ from flows.cluster.preflight import run_preflight
 from flows.cluster.process_build import ProcessBuild, build_release, install_everywhere
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
-from flows.errors import GateFailedError, SparkgateError
+from flows.errors import SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.promote import decide_promotion
 from flows.record import latest_record, open_record, record_hashes, write_index
@@ -54,6 +56,7 @@ class QualifyOutcome(BaseModel):
     failed_gate: str | None
     record: str
     gates: dict[str, str]
+    stages: dict[str, str] = {}
     seconds: dict[str, float]
     promotion: str = ""
 
@@ -102,13 +105,17 @@ def _gate_key(_context: object, parameters: dict[str, Any]) -> str:
 @task(name="gate", cache_key_fn=_gate_key, persist_result=True, cache_expiration=timedelta(days=30))
 def gate_task(
     gate: str, key: str, run: Callable[[], GateResult], save: Callable[[GateResult], None]
-) -> GateResult:
-    """Run one gate, write its result into the record at once; a failed gate is not cached."""
+) -> GateResult | State[GateResult]:
+    """Run one gate, write its result into the record at once; a failed gate is not cached.
+
+    A failed gate ends its task Failed by returning the state (a verdict, not a crash: no
+    traceback in the log), with the result as the state's data.
+    """
     del key  # part of the cache key only
     result = run()
     save(result)
     if result.outcome == Outcome.FAILED:
-        raise GateFailedError(f"{gate}: {result.reason}")
+        return Failed(message=f"{gate}: {result.reason}", data=result)
     return result
 
 
@@ -118,7 +125,7 @@ def gate_task(
 @flow(name="qualify-release", validate_parameters=False)
 def qualify_flow(
     release_file: str, cluster_file: str, fresh: bool = False, wait: bool = True
-) -> QualifyOutcome:
+) -> QualifyOutcome | State[QualifyOutcome]:
     """Qualify a release on a cluster, publish its record, then wait for a promotion decision.
 
     With `wait=False` a passing release ends "awaiting promotion" (`sparkgate promote` later).
@@ -146,7 +153,7 @@ def qualify_flow(
             view.finish("distribute", "passed", "; ".join(installed))
             context = GateContext(
                 cluster=cluster, release=release, previous=previous, transports=transports,
-                state=state, experiments=experiments, progress=say,
+                state=state, experiments=experiments, progress=say, advance=view.advance,
             )  # fmt: skip
             record = open_record(
                 experiments, release, build_digest=build.digest, cluster=cluster,
@@ -171,10 +178,11 @@ def qualify_flow(
         failed_gate=failed,
         record=str(published),
         gates={gate: result.outcome.value for gate, result in results.items()},
+        stages=view.statuses(),
         seconds=view.seconds(),
     )
-    if failed is not None:
-        raise GateFailedError(f"{release.name} {text} (record: {published})")
+    if failed is not None:  # the flow ends Failed, with the outcome for the caller's summary
+        return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
     decided = decide_promotion(release_file, release, published, wait=wait, progress=say)
     return outcome.model_copy(update={"promotion": decided})
 
@@ -213,16 +221,17 @@ def _run_gates(
             results[gate] = saved
             view.finish(gate, "failed", saved.reason)
             break
-        result = state.result()
-        assert isinstance(result, GateResult)
+        finished = state.result()
+        if not isinstance(finished, GateResult):
+            raise SparkgateError(f"{gate}: the gate task returned {type(finished).__name__}")
         if record.load_stage(gate) is None:  # cached result from an earlier run of this record
-            record.save_stage(result)
-        results[gate] = result
+            record.save_stage(finished)
+        results[gate] = finished
         cached = state.name == "Cached"
         status = (
-            "cached" if cached else ("skipped" if result.outcome == Outcome.SKIPPED else "passed")
+            "cached" if cached else ("skipped" if finished.outcome == Outcome.SKIPPED else "passed")
         )
-        view.finish(gate, status, result.reason)
+        view.finish(gate, status, finished.reason)
     return results
 
 

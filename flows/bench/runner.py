@@ -33,7 +33,11 @@ from flows.spec.suite import ClosedLoop, Poisson, Prefill, Prefix, SingleStream,
 
 Measured = tuple[dict[str, float], list[Receipt]]
 SampleFn = Callable[[str], Measured]
+Planned = list[tuple[str, str, list[tuple[str, SampleFn]]]]
+"""(workload kind, workload name, [(point name, sample function)]) in suite order."""
 Log = Callable[[str], None]
+Tick = Callable[[int, int], None]
+"""Progress of an arm: samples taken so far (warmups included) and samples planned."""
 
 GATES: dict[str, list[str]] = {
     "single_stream": ["ttft_p50_s", "tpot_p50_ms"],
@@ -60,6 +64,9 @@ class ArmContext:
     saturated: int = 0
     processes: int = 1
     cpu_bound: bool = False
+    on_sample: Tick = field(default=lambda _done, _total: None)
+    samples_done: int = 0
+    samples_planned: int = 0
 
     def __post_init__(self) -> None:
         self.processes = self.suite.client.processes
@@ -246,9 +253,9 @@ def _prefix(ctx: ArmContext, w: Prefix) -> SampleFn:
     return run
 
 
-def plan(ctx: ArmContext) -> list[tuple[str, str, list[tuple[str, SampleFn]]]]:
+def plan(ctx: ArmContext) -> Planned:
     """(workload kind, workload name, [(point name, sample function)]) in suite order."""
-    out: list[tuple[str, str, list[tuple[str, SampleFn]]]] = []
+    out: Planned = []
     for w in ctx.suite.workloads:
         points: list[tuple[str, SampleFn]]
         match w:
@@ -276,11 +283,13 @@ def _run_workload(
     for name, fn in points:
         for i in range(ctx.suite.warmup):
             warmups[name].append(measure(ctx, name, f"{name}/warmup{i}", fn))
+            _tick(ctx)
     for round_index in range(samples):
         rng = np.random.default_rng(ctx.suite.seed * 7919 + round_index)
         order = [points[i] for i in rng.permutation(len(points))]
         for name, fn in order:
             collected[name].append(measure(ctx, name, f"{name}/s{round_index}", fn))
+            _tick(ctx)
             ctx.log(f"{name} sample {round_index + 1}/{samples}: {_brief(collected[name][-1])}")
     return {
         name: Point(
@@ -292,6 +301,22 @@ def _run_workload(
         )
         for name, samples_ in collected.items()
     }
+
+
+def _tick(ctx: ArmContext) -> None:
+    ctx.samples_done += 1
+    ctx.on_sample(ctx.samples_done, ctx.samples_planned)
+
+
+def planned_samples(
+    suite: Suite, planned: list[tuple[str, str, list[tuple[str, SampleFn]]]]
+) -> int:
+    """Samples an arm takes, warmups included: the total its progress counts to."""
+    by_name = {w.name: w for w in suite.workloads}
+    return sum(
+        len(points) * (suite.warmup + suite.samples_of(by_name[name]))
+        for _kind, name, points in planned
+    )
 
 
 def _brief(sample: Sample) -> str:
@@ -390,6 +415,7 @@ def run_arm(
     label: str,
     log: Log = lambda _: None,
     checkpoint: Callable[[ArmReport], object] | None = None,
+    on_sample: Tick | None = None,
 ) -> ArmReport:
     """Measure every workload of `suite` once against `endpoint` (one arm) and report it.
 
@@ -418,13 +444,17 @@ def run_arm(
     ctx = ArmContext(
         endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log, http=http
     )
+    planned_points = plan(ctx)
+    ctx.samples_planned = planned_samples(suite, planned_points)
+    if on_sample is not None:
+        ctx.on_sample = on_sample
     points: dict[str, Point] = {}
 
     def report() -> ArmReport:
         return _report(ctx, label=label, started=started, points=points, missing=missing)
 
     try:
-        for kind, name, planned in plan(ctx):
+        for kind, name, planned in planned_points:
             workload = next(w for w in suite.workloads if w.name == name)
             log(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
             points |= _run_workload(ctx, kind, planned, suite.samples_of(workload))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -17,7 +17,13 @@ from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
 from flows.console import err_console, out_console
-from flows.errors import GateFailedError, PromotionError
+from flows.errors import GateFailedError, SparkgateError
+from flows.stages import STAGE_TITLES
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import State
+
+    from flows.qualify import QualifyOutcome
 
 
 def qualify(
@@ -58,25 +64,41 @@ def qualify(
             )  # fmt: skip
         finally:
             current_board.reset(token)
-    if state.is_failed():
-        try:
-            state.result()
-        except (GateFailedError, PromotionError):
-            raise
-        except Exception as error:
-            raise GateFailedError(f"{chosen.name}: qualification failed: {error}") from error
-    outcome = state.result()
+    outcome = _outcome(chosen.name, state)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
-    table = Table(title=f"{chosen.name}: {outcome.verdict}", title_justify="left")
-    table.add_column("gate")
-    table.add_column("outcome")
-    for gate, result in outcome.gates.items():
-        table.add_row(gate, escape(result))
-    err_console.print(table)
-    err_console.print(f"record: {escape(outcome.record)}")
+    _print_summary(chosen.name, outcome)
+    if outcome.failed_gate is not None:
+        raise GateFailedError(str(state.message))
     if outcome.promotion:
         err_console.print(f"{chosen.name}: {escape(outcome.verdict)}, {escape(outcome.promotion)}")
+
+
+def _outcome(release: str, state: State[Any]) -> QualifyOutcome:
+    """The flow's outcome (a failed gate's too); a crash or a refusal is raised as an error."""
+    from flows.qualify import QualifyOutcome  # noqa: PLC0415 - imports prefect
+
+    value = state.result(raise_on_failure=False)
+    if isinstance(value, QualifyOutcome):
+        return value
+    if isinstance(value, SparkgateError):
+        raise value
+    if isinstance(value, BaseException):
+        raise GateFailedError(f"{release}: qualification failed: {value}") from value
+    raise GateFailedError(f"{release}: qualification failed: {state.message}")
+
+
+def _print_summary(release: str, outcome: QualifyOutcome) -> None:
+    """Every stage with its outcome and seconds, then the verdict and the record."""
+    table = Table(title=f"{release}: {escape(outcome.verdict)}", title_justify="left")
+    table.add_column("stage")
+    table.add_column("outcome")
+    table.add_column("seconds", justify="right")
+    for stage, seconds in outcome.seconds.items():
+        status = outcome.stages.get(stage, "")
+        table.add_row(STAGE_TITLES.get(stage, stage), escape(status), f"{seconds:.1f}")
+    err_console.print(table)
+    err_console.print(f"record: {escape(outcome.record)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -62,6 +62,10 @@ class GateContext:
     state: Path = field(metadata={"doc": "project-local state folder (.sparkgate)"})
     experiments: Path = field(metadata={"doc": "folder of experiments records"})
     progress: Callable[[str], None] = field(default=lambda _line: None)
+    advance: Callable[[str, int, int], None] = field(
+        default=lambda _what, _done, _total: None,
+        metadata={"doc": "progress inside the gate: what is counted, done, total"},
+    )
 
 
 def api_base_url(cluster: Cluster) -> str:

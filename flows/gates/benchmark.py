@@ -246,7 +246,10 @@ def measure_arm(
     )
     try:
         say(f"arm {index} ({role}, {release.name}): ready in {started.wall_s:.1f}s, measuring")
-        report = run_arm(_endpoint(context), suite, label=f"{index}-{role}", log=say)
+        report = run_arm(
+            _endpoint(context), suite, label=f"{index}-{role}", log=say,
+            on_sample=lambda done, total: context.advance(f"arm {index} samples", done, total),
+        )  # fmt: skip
     finally:
         stop_session(context.cluster, started.session, context.transports, context.state)
     report = report.model_copy(

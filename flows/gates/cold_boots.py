@@ -78,6 +78,7 @@ def run_cold_boots(
             reference = hashes(Output.model_validate(o) for o in raw["spot"][: len(spot)])
             observed = _judge_spot(observed, raw, reference)
         seen.append(observed)
+        context.advance("boots", len(seen), len(settings.modes))
         files.extend(_write_logs(out_dir, mode, raw.pop("logs", {})))
         files.append(write_json(out_dir, f"boots/{mode}.json", raw))
         if folder is not None:

@@ -43,6 +43,8 @@ from flows.spec.release import DeterminismGate
 GATE = "determinism"
 Runs = dict[str, list[Answered]]
 
+SCENARIOS = 7  # alone, all at once, staggered, mixed, cached, beside sampled, again
+
 
 def run_determinism(
     context: GateContext,
@@ -195,6 +197,7 @@ async def _traffic(
             context.progress(f"determinism: {name}")
             answered: list[Answered] = await work
             runs[name] = answered
+            context.advance("scenarios", len(runs), SCENARIOS)
             return answered
 
         await step("alone", _one_by_one(client, prompts))
@@ -205,6 +208,7 @@ async def _traffic(
         await step("cached", _one_by_one(client, [p for p in prompts for _ in (1, 2)]))
         greedy, sampled = await _beside_sampled(client, prompts, settings.sampled_streams)
         runs["sampled"] = greedy
+        context.advance("scenarios", len(runs), SCENARIOS)
         await step("again", _one_by_one(client, [*prompts, long]))
     return runs, sampled
 

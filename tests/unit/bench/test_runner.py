@@ -143,7 +143,13 @@ def test_every_workload_produces_gated_values_on_distinct_prompts(
     engine: tuple[FakeEngine, str],
 ) -> None:
     fake, url = engine
-    arm = run_arm(Endpoint(url, metric_names=NAMES), Suite.model_validate(SUITE), label="c1")
+    ticks: list[tuple[int, int]] = []
+    arm = run_arm(
+        Endpoint(url, metric_names=NAMES), Suite.model_validate(SUITE), label="c1",
+        on_sample=lambda done, total: ticks.append((done, total)),
+    )  # fmt: skip
+    samples = 8 * (1 + 2)  # eight points, one warm-up and two samples each
+    assert ticks == [(done, samples) for done in range(1, samples + 1)]
     assert sorted(arm.points) == [
         "poisson/r40", "prefill/128", "prefill/64", "prefix/64", "single/c1",
         "step/grid", "streams/c1", "streams/c3",
