@@ -54,6 +54,7 @@ class RankContainer(BaseModel):
     user: str | None = None
     stop_signal: str = "SIGTERM"
     release: str = ""
+    options: Mapping[str, Any] = {}
 
 
 class ContainerState(BaseModel):
@@ -81,6 +82,7 @@ def plan_container(
     name: str,
     release: str = "",
     extra_mounts: tuple[BindMount, ...] = (),
+    options: Mapping[str, Any] | None = None,
 ) -> RankContainer:
     """The container for a rendered launch plan: workdir and cache folders mounted at the same
     paths as on the node, so argv and env written for the node work unchanged inside."""
@@ -98,6 +100,7 @@ def plan_container(
         mounts=mounts + extra_mounts,
         stop_signal=plan.stop_signal,
         release=release,
+        options=dict(options or {}),
     )
 
 
@@ -135,7 +138,7 @@ def create_options(spec: RankContainer) -> dict[str, Any]:
         options["working_dir"] = spec.cwd
     if spec.user is not None:
         options["user"] = spec.user
-    return options
+    return {**spec.options, **options}
 
 
 def container_state(inspect: Mapping[str, Any]) -> ContainerState:
@@ -202,6 +205,21 @@ def wait_rank(client: docker.DockerClient, name: str, timeout: float) -> int:
     except RequestException as exc:
         raise BootError(f"container {name} still runs after {timeout:.0f} s") from exc
     return int(result.get("StatusCode", -1))
+
+
+def run_once(client: docker.DockerClient, spec: RankContainer, timeout: float) -> tuple[int, str]:
+    """Run a one-shot container to its end (model preparation, tests); exit code and output
+    (without timestamps).
+
+    The container is removed afterwards whatever happened, so a name is never left taken.
+    """
+    try:
+        run_rank(client, spec)
+        code = wait_rank(client, spec.name, timeout)
+        output = client.api.logs(spec.name, stdout=True, stderr=True, timestamps=False)
+        return code, bytes(output).decode(errors="replace")
+    finally:
+        remove_rank(client, spec.name)
 
 
 def rank_logs(client: docker.DockerClient, name: str, tail: int | None = None) -> str:

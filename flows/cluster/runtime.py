@@ -41,7 +41,19 @@ class RankHandle(BaseModel):
     log_path: str | None = Field(default=None, description="Log file on the node (process).")
     exit_path: str | None = Field(default=None, description="Exit status file (process).")
     container: str | None = Field(default=None, description="Container name (docker runtime).")
+    container_id: str | None = Field(default=None, description="Container ID (docker runtime).")
     daemon: str | None = Field(default=None, description="Daemon URL (docker runtime).")
+    image: str | None = Field(default=None, description="Image tag the rank runs (docker).")
+
+    @classmethod
+    def started(
+        cls, kind: Literal["process", "docker"], plan: LaunchPlan, at: datetime, **where: Any
+    ) -> RankHandle:
+        """The handle of the rank `plan` started at `at`; `where` says how to find it."""
+        return cls(
+            runtime=kind, node=plan.node, rank=plan.rank, head=plan.head, started_at=at,
+            plan=plan, **where,
+        )  # fmt: skip
 
 
 class RankStatus(BaseModel):
@@ -120,16 +132,8 @@ class ProcessRuntime:
         log_path, exit_path = f"{stem}.log", f"{stem}.exit"
         argv = ["sh", "-c", _EXIT_WRAPPER, exit_path, *plan.argv]
         pid = self._node(plan.node).start(argv, stdout_path=log_path, env=plan.env, cwd=plan.cwd)
-        return RankHandle(
-            runtime="process",
-            node=plan.node,
-            rank=plan.rank,
-            head=plan.head,
-            started_at=started,
-            plan=plan,
-            pid=pid,
-            log_path=log_path,
-            exit_path=exit_path,
+        return RankHandle.started(
+            "process", plan, started, pid=pid, log_path=log_path, exit_path=exit_path
         )
 
     def status(self, handle: RankHandle) -> RankStatus:

@@ -26,7 +26,7 @@ from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
-from flows.spec.render import LaunchPlan, render_launch
+from flows.spec.render import LaunchPlan, render_all, render_launch
 
 Progress = Callable[[str], None]
 MODEL_TIMEOUT_S = 600.0
@@ -40,11 +40,22 @@ class ClusterSession(BaseModel):
     cluster: str
     release: str
     runtime: Literal["process", "docker"]
-    build: str = Field(description="Digest of the build every node runs.")
+    build: str = Field(description="Digest of the build (docker: image ID) every node runs.")
+    image: str | None = Field(default=None, description="Release image tag (docker runtime).")
     started_at: datetime
     handles: list[RankHandle]
     timeline: BootTimeline
     emptied: list[CacheTarget] = Field(default=[], description="Caches emptied before the boot.")
+
+
+class Prepared(BaseModel):
+    """What a boot runs: each rank's plan, the build digest and, for docker, the image tag."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    plans: list[LaunchPlan]
+    build: str
+    image: str | None = None
 
 
 class Started(BaseModel):
@@ -84,14 +95,19 @@ def forget_session(state: Path, cluster: str) -> None:
     session_file(state, cluster).unlink(missing_ok=True)
 
 
-def runtime_for(cluster: Cluster, transports: Mapping[str, Transport]) -> Runtime:
-    """The runtime the cluster file asks for."""
+def runtime_for(
+    cluster: Cluster,
+    transports: Mapping[str, Transport],
+    *,
+    release: Release | None = None,
+    image: str | None = None,
+) -> Runtime:
+    """The runtime the cluster file asks for; docker starts need the release and its image."""
     if cluster.runtime.kind == "process":
         return ProcessRuntime(dict(transports))
-    raise ClusterError(
-        f"cluster {cluster.name}: booting the docker runtime from the CLI is not wired yet; "
-        "use a process-runtime cluster"
-    )
+    from flows.cluster.docker_ranks import DockerRanks  # noqa: PLC0415 - docker SDK on demand
+
+    return DockerRanks(cluster, transports, release=release, image=image)
 
 
 def prepare_plans(
@@ -100,10 +116,15 @@ def prepare_plans(
     transports: Mapping[str, Transport],
     state: Path,
     progress: Progress | None = None,
-) -> tuple[list[LaunchPlan], str]:
-    """Build once, install on every node, render each rank's plan; returns plans and digest."""
-    if cluster.runtime.kind != "process":
-        runtime_for(cluster, transports)  # raises with the reason
+) -> Prepared:
+    """Build once and put the build on every node (a virtual environment, or the release
+    image for docker); render each rank's plan."""
+    if cluster.runtime.kind == "docker":
+        from flows.cluster.docker_release import release_image_for  # noqa: PLC0415
+
+        image = release_image_for(cluster, release, state, progress)
+        plans = render_all(cluster, release)
+        return Prepared(plans=plans, build=image.built.image_id, image=image.built.tag)
     build = build_release(release, state / "build-cache", progress)
     workdirs = {node.name: node.workdir for node in cluster.nodes}
     envs = install_everywhere(
@@ -113,15 +134,17 @@ def prepare_plans(
     plans = [
         render_launch(cluster, release, node, {"python": envs[node.name].python}) for node in nodes
     ]
-    return plans, build.digest
+    return Prepared(plans=plans, build=build.digest)
 
 
 def ensure_models(
     plans: Sequence[LaunchPlan],
     transports: Mapping[str, Transport],
     progress: Progress | None = None,
+    runtime: Runtime | None = None,
 ) -> None:
-    """Run the profile's model preparation on each node that has no model directory yet."""
+    """Run the profile's model preparation on each node that has no model directory yet
+    (docker: in a one-shot container of the release image)."""
     for plan in plans:
         transport = transports[plan.node]
         if transport.run(["test", "-e", plan.model_dir], timeout=30).ok:
@@ -130,6 +153,12 @@ def ensure_models(
             raise BuildError(f"{plan.node}: no model at {plan.model_dir} and no model_prepare")
         if progress:
             progress(f"{plan.node}: preparing the model at {plan.model_dir}")
+        if runtime is not None and runtime.kind == "docker":
+            from flows.cluster.docker_ranks import DockerRanks  # noqa: PLC0415
+
+            assert isinstance(runtime, DockerRanks)
+            runtime.prepare_model(plan, MODEL_TIMEOUT_S)
+            continue
         result = transport.run(plan.model_prepare, timeout=MODEL_TIMEOUT_S, cwd=plan.cwd)
         if not result.ok:
             raise BuildError(
@@ -148,12 +177,13 @@ def start_release(
     progress: Progress | None = None,
 ) -> Started:
     """Build, install, prepare models, empty caches, boot; remember the running session."""
-    plans, digest = prepare_plans(cluster, release, transports, state, progress)
+    prepared = prepare_plans(cluster, release, transports, state, progress)
+    plans = prepared.plans
+    runtime = runtime_for(cluster, transports, release=release, image=prepared.image)
     for plan in plans:
         transports[plan.node].run(["mkdir", "-p", "--", plan.workdir], timeout=30, check=True)
-    ensure_models(plans, transports, progress)
+    ensure_models(plans, transports, progress, runtime)
     empty_caches(transports, empty)
-    runtime = runtime_for(cluster, transports)
     result = boot(
         cluster.engine, plans, runtime, transports,
         evidence_root=state / "evidence" / cluster.name, on_event=on_event,
@@ -162,7 +192,8 @@ def start_release(
         cluster=cluster.name,
         release=release.name,
         runtime=runtime.kind,
-        build=digest,
+        build=prepared.build,
+        image=prepared.image,
         started_at=datetime.now(UTC),
         handles=result.handles,
         timeline=result.timeline,

@@ -132,7 +132,7 @@ def status(cluster: ClusterOption = "local", as_json: JsonOption = False) -> Non
     if as_json:
         out_console.print_json(json.dumps({"release": session.release, "ranks": rows}))
         return
-    table = Table(title=f"{spec.name}: {session.release} ({session.build[:12]})")
+    table = Table(title=f"{spec.name}: {session.release} ({session.image or session.build[:12]})")
     for column in ("node", "rank", "state", "last phase", "pid/container", "uptime"):
         table.add_column(column)
     for row in rows:

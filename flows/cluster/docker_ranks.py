@@ -1,0 +1,354 @@
+"""The docker runtime: ranks as containers of the release image, one per node's daemon.
+
+This adapts the container functions of `flows.cluster.docker_runtime` to the `Runtime` protocol
+the boot loop, the evidence capture and `sparkgate cluster stop|status|logs` use. A rank
+container runs with host networking and its cache folders bind-mounted at the node's own paths,
+so cold and warm boots are decided on the node's disk and `caches.py` empties them through the
+transport as for processes. The image runs as a non-root user: before each start the rank's
+folders are handed to that user by a one-shot root container (the SSH user need not be root).
+A handle names the daemon and the container ID, so another process finds the very container.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+import docker
+from docker.types import DeviceRequest, Ulimit
+
+from flows.cluster.docker_client import DockerEndpoint, connect
+from flows.cluster.docker_runtime import (
+    BindMount,
+    RankContainer,
+    inspect_document,
+    inspect_rank,
+    plan_container,
+    remove_rank,
+    run_once,
+    run_rank,
+    stop_rank,
+)
+from flows.cluster.runtime import RankHandle, RankStatus
+from flows.cluster.transport.base import Transport
+from flows.errors import BuildError, ClusterError, TransportError
+from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
+from flows.spec.release import Release
+from flows.spec.render import LaunchPlan, placeholder_values
+from flows.spec.template import fill
+
+CHOWN_TIMEOUT_S = 120.0
+ROOT_USER = "0"
+
+
+# -- pure: what a rank container looks like ------------------------------------------------------
+
+
+def docker_spec(cluster: Cluster) -> DockerRuntime:
+    """The cluster's docker runtime settings; ClusterError for a process cluster."""
+    if not isinstance(cluster.runtime, DockerRuntime):
+        raise ClusterError(f"cluster {cluster.name} runs ranks as processes, not in Docker")
+    return cluster.runtime
+
+
+def node_daemons(cluster: Cluster) -> dict[str, DockerEndpoint]:
+    """Every node's daemon endpoint (the daemon template needs no release)."""
+    runtime = docker_spec(cluster)
+    user = cluster.transport.user if isinstance(cluster.transport, SshTransport) else ""
+    return {
+        node.name: DockerEndpoint(
+            node=node.name,
+            base_url=fill(
+                node.overrides.docker_daemon or runtime.daemon,
+                {"user": user, "address": node.address, "node": node.name, "rank": str(node.rank)},
+            ),
+        )
+        for node in cluster.nodes
+    }
+
+
+def rank_container(
+    cluster: Cluster, release: Release, node: Node, plan: LaunchPlan, image: str
+) -> RankContainer:
+    """The container of one rank: plan folders plus the cluster's mounts and run_args."""
+    runtime = docker_spec(cluster)
+    values = placeholder_values(cluster, release, node)
+    mounts = tuple(
+        BindMount(source=fill(m.source, values), target=m.target, read_only=m.mode == "ro")
+        for m in runtime.mounts
+    )
+    return plan_container(
+        plan,
+        cluster=cluster.name,
+        image=image,
+        name=fill(runtime.container_name, values),
+        release=release.name,
+        extra_mounts=mounts,
+        options=run_arg_options(runtime.run_args),
+    )
+
+
+def owned_folders(plan: LaunchPlan) -> list[str]:
+    """Folders the container's user must be able to write: caches and the model's parent."""
+    model_parent = str(PurePosixPath(plan.model_dir).parent)
+    return list(dict.fromkeys([*plan.cache_dirs.values(), model_parent]))
+
+
+def run_arg_options(run_args: Sequence[str]) -> dict[str, Any]:
+    """The SDK's create options for `docker run` style arguments; ClusterError for others.
+
+    Ranks always use host networking, so `--network` may only say `host`.
+    """
+    options: dict[str, Any] = {}
+    for flag, value in _flag_values(run_args):
+        if flag in ("--network", "--net"):
+            if value != "host":
+                raise ClusterError(f"run_args {flag}={value}: ranks use host networking only")
+        elif flag == "--privileged":
+            options["privileged"] = value in ("", "true")
+        elif flag in _SCALARS:
+            options[_SCALARS[flag]] = value
+        elif flag in _LISTS:
+            options.setdefault(_LISTS[flag], []).append(value)
+        elif flag == "--gpus":
+            count = -1 if value == "all" else int(value)
+            options.setdefault("device_requests", []).append(
+                DeviceRequest(count=count, capabilities=[["gpu"]])
+            )
+        else:  # --ulimit (_flag_values refused every other flag)
+            name, _, limits = value.partition("=")
+            soft, _, hard = limits.partition(":")
+            options.setdefault("ulimits", []).append(
+                Ulimit(name=name, soft=int(soft), hard=int(hard or soft))
+            )
+    return options
+
+
+_SCALARS = {
+    "--ipc": "ipc_mode",
+    "--pid": "pid_mode",
+    "--shm-size": "shm_size",
+    "--memory": "mem_limit",
+    "--memory-swap": "memswap_limit",
+}
+_LISTS = {"--device": "devices", "--cap-add": "cap_add", "--security-opt": "security_opt"}
+_VALUELESS = ("--privileged",)
+_KNOWN = {*_SCALARS, *_LISTS, *_VALUELESS, "--gpus", "--ulimit", "--network", "--net"}
+
+
+def _flag_values(run_args: Sequence[str]) -> list[tuple[str, str]]:
+    """`--flag=value` and `--flag value` pairs (a valueless flag gets "")."""
+    pairs, items = [], list(run_args)
+    while items:
+        item = items.pop(0)
+        flag, equals, value = item.partition("=")
+        if flag not in _KNOWN:
+            raise ClusterError(
+                f"run_args {flag}: not supported by the docker runtime "
+                f"(supported: {', '.join(sorted(_KNOWN))})"
+            )
+        if not equals and flag not in _VALUELESS:
+            if not items:
+                raise ClusterError(f"run_args {flag}: missing value")
+            value = items.pop(0)
+        pairs.append((flag, value))
+    return pairs
+
+
+def rank_status(document: Mapping[str, Any] | None) -> RankStatus:
+    """A RankStatus from an inspect document (None: the container is gone)."""
+    if document is None:
+        return RankStatus(running=False, detail="container removed")
+    state = document.get("State") or {}
+    if state.get("Running"):
+        return RankStatus(running=True)
+    return RankStatus(
+        running=False,
+        exit_code=int(state.get("ExitCode") or 0),
+        oom_killed=bool(state.get("OOMKilled")),
+        detail=str(state.get("Error") or ""),
+    )
+
+
+# -- the runtime --------------------------------------------------------------------------------
+
+
+class DockerRanks:
+    """Ranks as containers on each node's daemon (the `Runtime` of docker clusters).
+
+    `release` and `image` are needed to prepare and start ranks; status, logs, stop and inspect
+    work from a handle alone, so `cluster stop` needs neither.
+    """
+
+    kind: Literal["docker"] = "docker"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        transports: Mapping[str, Transport],
+        *,
+        release: Release | None = None,
+        image: str | None = None,
+    ) -> None:
+        self._cluster = cluster
+        self._transports = dict(transports)
+        self._daemons = node_daemons(cluster)
+        self._release = release
+        self._image = image
+        self._clients: dict[str, docker.DockerClient] = {}
+        self._lock = threading.Lock()
+        self._ended: dict[str, RankStatus] = {}
+
+    def prepare(self, plan: LaunchPlan) -> None:
+        """Create the rank's folders on the node and hand them to the image's user."""
+        transport = self._node(plan.node)
+        folders = owned_folders(plan)
+        transport.run(["mkdir", "-p", "--", plan.workdir, plan.cwd, *folders], check=True)
+        self.hand_over(plan.node, folders)
+
+    def hand_over(self, node: str, folders: Sequence[str]) -> None:
+        """chown the folders (not their contents) to the image's user, in a root container."""
+        user = str(self.client(node).api.inspect_image(self._need_image())["Config"].get("User"))
+        if user in ("", "None", "0", "root"):
+            return
+        code, output = self.one_shot(
+            node, "chown", ["chown", "--", user, *folders], folders, CHOWN_TIMEOUT_S, user=ROOT_USER
+        )
+        if code != 0:
+            raise ClusterError(f"node {node}: cannot hand {list(folders)} to {user}: {output}")
+
+    def prepare_model(self, plan: LaunchPlan, timeout: float) -> None:
+        """Run the profile's model preparation in a one-shot container of the release image."""
+        if not plan.model_prepare:
+            raise BuildError(f"{plan.node}: no model at {plan.model_dir} and no model_prepare")
+        parent = str(PurePosixPath(plan.model_dir).parent)
+        self._node(plan.node).run(["mkdir", "-p", "--", parent], check=True)
+        self.hand_over(plan.node, [parent])
+        code, output = self.one_shot(
+            plan.node, "model", plan.model_prepare, [parent], timeout, env=plan.env
+        )
+        if code != 0:
+            raise BuildError(f"{plan.node}: model preparation failed: {output[-800:]}")
+
+    def one_shot(
+        self,
+        node: str,
+        label: str,
+        argv: Sequence[str],
+        folders: Sequence[str],
+        timeout: float,
+        *,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> tuple[int, str]:
+        """Run argv to its end in a container of the release image on the node, with `folders`
+        mounted at their own paths; exit code and output (BootError past the timeout)."""
+        spec = RankContainer(
+            cluster=self._cluster.name,
+            node=node,
+            rank=self._cluster.node(node).rank,
+            image=self._need_image(),
+            name=f"{self._cluster.name}-{node}-{label}",
+            argv=tuple(argv),
+            env=dict(env or {}),
+            mounts=tuple(BindMount(source=path, target=path) for path in folders),
+            user=user,
+        )
+        return run_once(self.client(node), spec, timeout)
+
+    def start(self, plan: LaunchPlan) -> RankHandle:
+        """Create and start the rank's container from the release image."""
+        if self._release is None:
+            raise ClusterError(f"node {plan.node}: no release given to start a container of")
+        spec = rank_container(
+            self._cluster, self._release, self._cluster.node(plan.node), plan, self._need_image()
+        )
+        started = datetime.now(UTC)
+        state = run_rank(self.client(plan.node), spec)
+        return RankHandle.started(
+            "docker", plan, started, container=state.name, container_id=state.id,
+            daemon=self._daemons[plan.node].base_url, image=spec.image,
+        )  # fmt: skip
+
+    def status(self, handle: RankHandle) -> RankStatus:
+        """From `docker inspect`; a container this runtime stopped and removed keeps its end."""
+        document = inspect_document(self._client_of(handle), _target(handle))
+        if document is None and _target(handle) in self._ended:
+            return self._ended[_target(handle)]
+        return rank_status(document)
+
+    def read_log(self, handle: RankHandle, offset: int = 0) -> str:
+        """`docker logs --timestamps` from byte `offset` on ("" once the container is gone)."""
+        client = self._client_of(handle)
+        if inspect_rank(client, _target(handle)) is None:
+            return ""
+        raw = client.api.logs(_target(handle), stdout=True, stderr=True, timestamps=True)
+        return bytes(raw)[offset:].decode(errors="replace")
+
+    def stop(self, handle: RankHandle) -> RankStatus:
+        """The profile's stop signal (set on the container), its grace, a kill, then remove."""
+        client = self._client_of(handle)
+        stop_rank(client, _target(handle), handle.plan.stop_grace_s)
+        ended = self.status(handle)
+        remove_rank(client, _target(handle))
+        self._ended[_target(handle)] = ended
+        return ended
+
+    def inspect(self, handle: RankHandle) -> dict[str, Any]:
+        """The full `docker inspect` document plus the status."""
+        document = inspect_document(self._client_of(handle), _target(handle))
+        return {
+            "container": handle.container,
+            "status": self.status(handle).model_dump(),
+            "inspect": document,
+        }
+
+    def client(self, node: str) -> docker.DockerClient:
+        """The node's daemon client (one per node, made on first use)."""
+        return self._connect(self._endpoint(node))
+
+    def close(self) -> None:
+        """Close every daemon client."""
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+
+    def _client_of(self, handle: RankHandle) -> docker.DockerClient:
+        if handle.daemon is None:
+            return self.client(handle.node)
+        return self._connect(DockerEndpoint(node=handle.node, base_url=handle.daemon))
+
+    def _connect(self, endpoint: DockerEndpoint) -> docker.DockerClient:
+        with self._lock:
+            if endpoint.base_url not in self._clients:
+                self._clients[endpoint.base_url] = connect(endpoint)
+            return self._clients[endpoint.base_url]
+
+    def _endpoint(self, node: str) -> DockerEndpoint:
+        try:
+            return self._daemons[node]
+        except KeyError:
+            raise TransportError(f"no docker daemon for node {node}") from None
+
+    def _node(self, name: str) -> Transport:
+        try:
+            return self._transports[name]
+        except KeyError:
+            raise TransportError(f"no transport for node {name}") from None
+
+    def _need_image(self) -> str:
+        if self._image is None:
+            raise ClusterError(f"cluster {self._cluster.name}: no release image to run")
+        return self._image
+
+
+def _target(handle: RankHandle) -> str:
+    """The container to act on: its ID (a later container of the same name is another one)."""
+    target = handle.container_id or handle.container
+    if target is None:
+        raise ClusterError(f"node {handle.node} rank {handle.rank}: handle names no container")
+    return target
