@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +35,9 @@ from flows.gates.base import GateContext, GateResult, Outcome
 from flows.spec.load import load_model
 from flows.spec.release import ReleaseTestsGate
 from flows.spec.release_tests import ReleaseTests
+
+if TYPE_CHECKING:
+    from flows.gates.release_tests_docker import ImageTests
 
 GATE = "release_tests"
 TREE_MARKER = ".sparkgate-tree.json"
@@ -348,27 +352,30 @@ def run_release_tests(
     nodes = {node.name: node for node in cluster.nodes}
     if node_name not in nodes or node_name not in context.transports:
         return _failed(started, began, f"release tests node {node_name!r} is not in the cluster")
-    if cluster.runtime.kind != "process":
-        return _failed(
-            started, began, "release tests in the docker runtime are not implemented yet; "
-            "run them on a process-runtime cluster",
-        )  # fmt: skip
     classification = load_model(settings.classification, ReleaseTests)
     running = load_session(context.state, cluster.name)
     if running is not None:
         say(f"stopping {running.release} on {cluster.name}: release tests run on a stopped cluster")
         stop_session(cluster, running, context.transports, context.state)
     transport = context.transports[node_name]
-    build = build_release(release, context.state / "build-cache", say)
-    env = install(
-        build, transport, nodes[node_name].workdir, base_python=cluster.runtime.python,
-        progress=say,
-    )  # fmt: skip
     built = tree_files(Path(release.build.source))
-    tree = ship_tree(build, built, transport, nodes[node_name].workdir)
     overlay = overlay_files(Path(classification.root), classification)
     changed = changed_files(overlay, built)
-    selection = select(_list_tree(transport, tree), classification, changed)
+    image: ImageTests | None = None
+    if cluster.runtime.kind == "docker":
+        from flows.gates.release_tests_docker import ImageTests  # noqa: PLC0415
+
+        image = ImageTests.for_release(context, node_name)
+        listed, python, tree = image.list_tree(), cluster.runtime.python, ""
+    else:
+        build = build_release(release, context.state / "build-cache", say)
+        env = install(
+            build, transport, nodes[node_name].workdir, base_python=cluster.runtime.python,
+            progress=say,
+        )  # fmt: skip
+        tree = ship_tree(build, built, transport, nodes[node_name].workdir)
+        listed, python = _list_tree(transport, tree), env.python
+    selection = select(listed, classification, changed)
     files = ["selection.json"]
     _write(out_dir / "selection.json", selection.model_dump_json(indent=2))
     if selection.unclassified or selection.missing or not selection.gate:
@@ -377,10 +384,19 @@ def run_release_tests(
             started, began, reason, **summary(selection, [], time.monotonic() - began, node_name)
         ).model_copy(update={"files": files})
     workspace = _workspace(nodes[node_name].workdir)
-    outcomes, rc, more = _run_pytest(
-        transport, selection, out_dir, python=env.python, tree=tree, workspace=workspace,
-        changed={name: overlay[name] for name in changed}, timeout=settings.timeout_s, say=say,
-    )  # fmt: skip
+    overlaid = {name: overlay[name] for name in changed}
+    if image is not None:
+        rc, output, junit = image.run_pytest(
+            selection.gate, workspace, overlaid, timeout=settings.timeout_s
+        )
+    else:
+        rc, output, junit = _run_pytest(
+            transport, selection, python=python, tree=tree, workspace=workspace,
+            changed=overlaid, timeout=settings.timeout_s, say=say,
+        )  # fmt: skip
+    outcomes, more = collect_outcomes(
+        transport, selection, out_dir, output, junit=junit, workspace=workspace
+    )
     files += more
     passed, reason = verdict(selection, outcomes, rc)
     seconds = time.monotonic() - began
@@ -398,7 +414,6 @@ def run_release_tests(
 def _run_pytest(
     transport: Transport,
     selection: Selection,
-    out_dir: Path,
     *,
     python: str,
     tree: str,
@@ -406,8 +421,9 @@ def _run_pytest(
     changed: Mapping[str, Path],
     timeout: float,
     say: Callable[[str], None],
-) -> tuple[list[FileOutcome], int, list[str]]:
-    """Copy the built tree to a fresh workspace, lay the changed files over it, run pytest."""
+) -> tuple[int, str, str]:
+    """Copy the built tree to a fresh workspace, lay the changed files over it, run pytest;
+    its exit status, output and where its JUnit XML is."""
     transport.run(["mkdir", "-p", "--", workspace], timeout=60, check=True)
     transport.run(["cp", "-a", "--", f"{tree}/.", workspace], timeout=300, check=True)
     if changed:
@@ -420,9 +436,21 @@ def _run_pytest(
         rc, output = result.rc, f"{result.stdout}\n{result.stderr}"
     except SparkgateError as error:  # a timeout: keep whatever pytest wrote
         rc, output = 124, f"pytest did not finish within {timeout:g}s: {error}"
+    return rc, output, f"{workspace}/junit.xml"
+
+
+def collect_outcomes(
+    transport: Transport,
+    selection: Selection,
+    out_dir: Path,
+    output: str,
+    *,
+    junit: str,
+    workspace: str,
+) -> tuple[list[FileOutcome], list[str]]:
+    """Keep pytest's output and JUnit XML as raw files, read the outcomes, drop the workspace."""
     _write(out_dir / "pytest.txt", output)
     files = ["pytest.txt"]
-    junit = f"{workspace}/junit.xml"
     if transport.run(["test", "-f", junit], timeout=30).ok:
         transport.get(junit, out_dir / "junit.xml")
         files.append("junit.xml")
@@ -433,7 +461,7 @@ def _run_pytest(
     else:
         outcomes = [FileOutcome(file=n, outcome="not-run", tests=0) for n in selection.gate]
     transport.run(["rm", "-rf", "--", workspace], timeout=120)
-    return outcomes, rc, files
+    return outcomes, files
 
 
 def _workspace(workdir: str) -> str:

@@ -233,13 +233,3 @@ def test_an_unknown_node_fails_the_gate_by_name_before_touching_any_node(tmp_pat
     )
     assert result.outcome == Outcome.FAILED
     assert "'nowhere'" in result.reason
-
-
-def test_a_docker_cluster_is_refused_with_a_reason_not_a_traceback(tmp_path: Path) -> None:
-    cluster = load_model(ROOT / "config/examples/tp4-ring.yaml", Cluster)
-    assert cluster.runtime.kind == "docker"
-    result = run_release_tests(
-        _gate_context(cluster, tmp_path), ReleaseTestsGate(), tmp_path / "out"
-    )
-    assert result.outcome == Outcome.FAILED
-    assert "docker runtime" in result.reason

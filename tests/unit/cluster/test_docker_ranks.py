@@ -1,0 +1,225 @@
+"""The docker runtime's pure parts, and a handle read back by another process, without a daemon.
+
+The daemon is replaced by a small fake inside these tests only; tests/lab/test_lab_docker_boot.py
+runs the same adapter against real daemons.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docker.errors import NotFound
+
+from flows.cluster import docker_ranks
+from flows.cluster.docker_ranks import (
+    DockerRanks,
+    node_daemons,
+    owned_folders,
+    rank_container,
+    rank_status,
+    run_arg_options,
+)
+from flows.cluster.docker_runtime import create_options
+from flows.cluster.runtime import RankHandle
+from flows.cluster.session import ClusterSession, load_session, runtime_for, save_session
+from flows.cluster.timeline import BootTimeline
+from flows.errors import ClusterError
+from flows.gates.release_tests_docker import container_argv, image_tree
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import Release
+from flows.spec.render import render_all
+
+ROOT = Path(__file__).resolve().parents[3]
+RING = ROOT / "config" / "examples" / "tp4-ring.yaml"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Cluster:
+    """Two local ranks in Docker, with one extra mount and a few run_args."""
+    path = tmp_path / "docker.yaml"
+    path.write_text(
+        f"kind: cluster\nextends: {ROOT / 'config' / 'local.yaml'}\nset:\n"
+        "  name: dock\n"
+        "  runtime:\n"
+        "    kind: docker\n"
+        "    container_name: sg-{node}-r{rank}\n"
+        "    run_args: [--ipc=host, --shm-size, 1g, --cap-add=IPC_LOCK]\n"
+        "    mounts: [{source: '{workdir}/hub', target: /hub}]\n"
+    )
+    return load_model(path, Cluster)
+
+
+@pytest.fixture
+def release() -> Release:
+    return load_model(ROOT / "releases" / "r1.yaml", Release)
+
+
+def test_daemons_are_filled_from_the_template_without_a_release() -> None:
+    ring = load_model(RING, Cluster)
+    daemons = node_daemons(ring)
+    assert daemons["dgx2"].base_url == "ssh://swank@10.0.1.72"
+    assert list(daemons) == ["dgx1", "dgx2", "dgx3", "dgx4"]
+
+
+def test_a_process_cluster_has_no_daemons() -> None:
+    with pytest.raises(ClusterError, match="processes, not in Docker"):
+        node_daemons(load_model(ROOT / "config" / "local.yaml", Cluster))
+
+
+def test_a_rank_container_mounts_workdir_caches_and_the_cluster_mounts(
+    cluster: Cluster, release: Release
+) -> None:
+    plan = render_all(cluster, release)[1]
+    spec = rank_container(cluster, release, cluster.node(plan.node), plan, "sparkengine:abc-r1")
+    assert spec.name == f"sg-{plan.node}-r1"
+    assert spec.argv[:3] == ("python", "-m", "sparkengine")
+    assert spec.release == "r1"
+    sources = {m.source: m for m in spec.mounts}
+    assert set(sources) >= {plan.workdir, *plan.cache_dirs.values(), f"{plan.workdir}/hub"}
+    assert sources[f"{plan.workdir}/hub"].target == "/hub"
+    assert sources[f"{plan.workdir}/hub"].read_only
+    assert all(sources[path].target == path for path in plan.cache_dirs.values())
+    options = create_options(spec)
+    assert options["network_mode"] == "host"
+    assert options["ipc_mode"] == "host"
+    assert options["shm_size"] == "1g"
+    assert options["cap_add"] == ["IPC_LOCK"]
+    assert options["stop_signal"] == plan.stop_signal
+    assert options["working_dir"] == plan.cwd
+    assert options["labels"]["io.sparkgate.rank"] == "1"
+
+
+def test_the_cache_folders_and_the_model_parent_go_to_the_image_user(
+    cluster: Cluster, release: Release
+) -> None:
+    plan = render_all(cluster, release)[0]
+    folders = owned_folders(plan)
+    assert folders == [*plan.cache_dirs.values(), str(Path(plan.model_dir).parent)]
+
+
+def test_the_ring_run_args_become_sdk_options() -> None:
+    options = run_arg_options(load_model(RING, Cluster).runtime.run_args)  # type: ignore[union-attr]
+    assert options["ipc_mode"] == "host"
+    assert options["devices"] == ["/dev/infiniband"]
+    assert options["device_requests"][0]["Count"] == -1
+    assert options["ulimits"][0]["Name"] == "memlock"
+    assert options["ulimits"][0]["Soft"] == -1
+    assert (options["mem_limit"], options["memswap_limit"]) == ("112g", "112g")
+    assert "network_mode" not in options
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--network=bridge"], "host networking only"),
+        (["--rm"], "--rm: not supported"),
+        (["--memory"], "missing value"),
+    ],
+)
+def test_run_args_the_runtime_cannot_honour_are_refused(args: list[str], message: str) -> None:
+    with pytest.raises(ClusterError, match=message):
+        run_arg_options(args)
+
+
+def test_status_from_an_inspect_document() -> None:
+    assert rank_status({"State": {"Running": True}}).running
+    ended = rank_status({"State": {"Running": False, "ExitCode": 137, "OOMKilled": True}})
+    assert (ended.running, ended.exit_code, ended.oom_killed) == (False, 137, True)
+    assert ended.describe() == "killed by the OOM killer"
+    assert rank_status(None).describe() == "gone (exit status unknown)"
+
+
+class FakeApi:
+    """Just enough of docker's low-level API for status, logs and stop of one container."""
+
+    def __init__(self) -> None:
+        self.running = True
+        self.removed = False
+        self.calls: list[tuple[str, object]] = []
+
+    def inspect_container(self, name: str) -> dict[str, Any]:
+        if self.removed or name != "c0ffee":
+            raise NotFound("no such container")
+        state = {"Running": self.running, "ExitCode": 0 if self.running else 143}
+        return {"Id": "c0ffee", "Name": "/sg-local0-r0", "State": state}
+
+    def logs(self, name: str, **options: object) -> bytes:
+        assert options["timestamps"] is True
+        return "2026-12-02T10:00:00.000000001Z é ready\n".encode()
+
+    def stop(self, name: str, timeout: int) -> None:
+        self.calls.append(("stop", timeout))
+        self.running = False
+
+    def remove_container(self, name: str, force: bool) -> None:
+        self.calls.append(("remove", name))
+        self.removed = True
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.api = FakeApi()
+
+
+def test_a_handle_saved_by_start_is_found_by_another_process(
+    cluster: Cluster, release: Release, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = render_all(cluster, release)[0]
+    handle = RankHandle(
+        runtime="docker", node=plan.node, rank=0, head=True, started_at=datetime.now(UTC),
+        plan=plan, container="sg-local0-r0", container_id="c0ffee",
+        daemon="unix:///run/node0.sock", image="sparkengine:abc-r1",
+    )  # fmt: skip
+    timeline = BootTimeline(started_at=handle.started_at, ready_s=1.0, ranks=[])
+    session = ClusterSession(
+        cluster="dock", release="r1", runtime="docker", build="sha256:1", image=handle.image,
+        started_at=handle.started_at, handles=[handle], timeline=timeline,
+    )  # fmt: skip
+    save_session(tmp_path, session)
+    loaded = load_session(tmp_path, "dock")
+    assert loaded == session
+
+    client = FakeClient()
+    endpoints: list[str] = []
+
+    def connect(endpoint: Any) -> FakeClient:
+        endpoints.append(endpoint.base_url)
+        return client
+
+    monkeypatch.setattr(docker_ranks, "connect", connect)
+    runtime = runtime_for(cluster, {})  # what `cluster stop` builds: no release, no image
+    assert isinstance(runtime, DockerRanks)
+    assert loaded is not None
+    found = loaded.handles[0]
+    assert runtime.status(found).running
+    log = runtime.read_log(found)
+    assert log.endswith("é ready\n")
+    assert runtime.read_log(found, len(log.encode()) - len("ready\n")) == "ready\n"
+    ended = runtime.stop(found)
+    assert (ended.running, ended.exit_code) == (False, 143)
+    assert client.api.calls == [("stop", 10), ("remove", "c0ffee")]
+    assert runtime.status(found) == ended  # removed, but its end is remembered
+    assert runtime.read_log(found) == ""
+    assert endpoints == ["unix:///run/node0.sock"]
+
+
+def test_starting_needs_the_release_image(cluster: Cluster, release: Release) -> None:
+    runtime = DockerRanks(cluster, {}, release=release)
+    with pytest.raises(ClusterError, match="no release image"):
+        runtime.start(render_all(cluster, release)[0])
+
+
+def test_the_image_tree_listing_and_the_test_container_command() -> None:
+    output = "/opt/engine/tests/test_a.py\n/opt/engine/pyproject.toml\nfind: warning\n"
+    assert image_tree(output) == ["pyproject.toml", "tests/test_a.py"]
+    argv = container_argv("python", "/w/release-tests/1", ["tests/test_a.py"])
+    assert argv[:2] == ["sh", "-c"]
+    assert 'cp -R "/opt/engine/." "$0/tree/"' in argv[2]
+    assert argv[3] == "/w/release-tests/1"
+    assert argv[4:7] == ["python", "-m", "pytest"]
+    assert "--junitxml=/w/release-tests/1/tree/junit.xml" in argv
+    assert argv[-1] == "tests/test_a.py"
