@@ -23,6 +23,8 @@ from flows.spec.load import load_model
 from flows.spec.release import Release
 from flows.spec.render import LaunchPlan, render_all
 
+from .prefect_server import Server, prefect_server
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -101,3 +103,10 @@ def context_for(
         cluster=cluster, release=release, previous=previous, transports=dict(transports),
         state=state, experiments=state / "experiments",
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real local Prefect server for the module (fresh private database, free port)."""
+    with prefect_server(tmp_path_factory.mktemp("prefect-server"), free_port()) as server:
+        yield server

@@ -56,7 +56,7 @@ def _write(path: Path, document: dict[str, object]) -> Path:
 class Project:
     """The module's project root, its files and how to run sparkgate in it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cluster: str = "promotetest") -> None:
         self.root = root
         self.r1 = _write(root / "releases/r1.yaml", {
             "extends": str(ROOT / "releases/r1.yaml"), "set": {"gates": TRIMMED},
@@ -68,7 +68,7 @@ class Project:
         self.cluster = _write(root / "cluster.yaml", {
             "extends": str(ROOT / "config/local.yaml"),
             "set": {
-                "name": "promotetest",
+                "name": cluster,
                 "ports": {"rendezvous": free_port(), "api": free_port()},
                 "nodes": [
                     {"name": "m0", "rank": 0, "head": True, "address": "127.0.0.1",

@@ -11,17 +11,10 @@ end by process group; a failure prints both logs' tails.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,118 +24,19 @@ import yaml
 from flows.record import read_record, verify
 
 from .conftest import ROOT, free_port
+from .prefect_server import PREFECT, Server, spawn, stop
 
 # a fresh server, deploy and a qualification run: minutes on a loaded two-core machine
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-PREFECT = str(Path(sys.executable).parent / "prefect")
 POOL = "sparkgate"  # the pool prefect.yaml names
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
-@dataclass
-class Server:
-    """A running server: its API URL, the environment clients need, and the logs to show."""
-
-    api: str
-    env: dict[str, str]
-    logs: Path
-
-    def tails(self) -> str:
-        parts = []
-        for log in sorted(self.logs.glob("*.log")):
-            lines = log.read_text(errors="replace").splitlines()[-60:]
-            parts.append(f"--- {log.name} (last {len(lines)} lines) ---\n" + "\n".join(lines))
-        return "\n".join(parts)
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(f"{self.api}{path}", timeout=30) as response:
-            return json.loads(response.read())
-
-    def post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        request = urllib.request.Request(
-            f"{self.api}{path}", data=json.dumps(body).encode(), method="POST",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode(errors="replace")
-
-    def cli(self, *args: str, timeout_s: float = 240, **env: str) -> str:
-        done = subprocess.run(
-            [PREFECT, "--no-prompt", *args], env={**self.env, **env}, cwd=ROOT,
-            capture_output=True, text=True, timeout=timeout_s, check=False,
-        )  # fmt: skip
-        output = done.stdout + done.stderr
-        assert done.returncode == 0, f"prefect {' '.join(args)} failed:\n{output}\n{self.tails()}"
-        return output
-
-
-def _clean_env(home: Path, api: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    return {
-        **env,
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_URL": api,
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "DO_NOT_TRACK": "1",
-        "PREFECT_SERVER_UI_ENABLED": "false",
-        "PREFECT_WORKER_QUERY_SECONDS": "2",
-        "PREFECT_LOGGING_LEVEL": "INFO",
-    }
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGINT, then SIGTERM, then SIGKILL to the whole process group."""
-    for sig, grace in ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        if process.poll() is not None:
-            break
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            continue
-    with suppress(ProcessLookupError):  # children left in the group (a flow run) go too
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """`prefect server start` on a free loopback port with a fresh private database."""
-    root = tmp_path_factory.mktemp("prefect-server")
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = _clean_env(root / "home", api)
-    started = Server(api=api, env=env, logs=root)
-    argv = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"]
-    process = _spawn(argv, env, root / "server.log")
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert process.poll() is None, f"the server exited:\n{started.tails()}"
-            try:
-                if started.get("/health") is True:
-                    break
-            except (OSError, ValueError):
-                pass
-            assert time.monotonic() < deadline, f"no /api/health in 300 s:\n{started.tails()}"
-            time.sleep(1)
-        yield started
-    finally:
-        _stop(process)
+def server(prefect_api: Server) -> Server:
+    """The module's server (the shared fixture, under this module's old name)."""
+    return prefect_api
 
 
 @pytest.fixture
@@ -155,11 +49,11 @@ def worker(server: Server, tmp_path: Path) -> Iterator[Path]:
         "SPARKGATE_STATE_DIR": str(ROOT / ".sparkgate"),  # shared build cache, like other tests
     }
     argv = [PREFECT, "worker", "start", "--pool", POOL, "--limit", "1", "--name", "test-worker"]
-    process = _spawn(argv, env, server.logs / "worker.log")
+    process = spawn(argv, env, server.logs / "worker.log")
     try:
         yield tmp_path
     finally:
-        _stop(process)
+        stop(process)
 
 
 def _overlays(tmp: Path) -> tuple[Path, Path]:

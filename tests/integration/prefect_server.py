@@ -1,0 +1,137 @@
+"""A real local Prefect server for integration tests: `prefect server start` on a free port.
+
+The server has a fresh SQLite database in a private PREFECT_HOME, analytics and UI off; clients
+get its URL through the environment `Server.env`. Server and anything spawned with `spawn` end by
+process group (`stop`), and a failing test can print the tails of every log in `Server.logs`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFECT = str(Path(sys.executable).parent / "prefect")
+START_S = 300
+
+
+@dataclass
+class Server:
+    """A running server: its API URL, the environment clients need, and the logs to show."""
+
+    api: str
+    env: dict[str, str]
+    logs: Path
+
+    def tails(self) -> str:
+        """The last lines of every log in the server's folder."""
+        parts = []
+        for log in sorted(self.logs.glob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-60:]
+            parts.append(f"--- {log.name} (last {len(lines)} lines) ---\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+    def get(self, path: str) -> Any:
+        """GET an API path as JSON."""
+        with urllib.request.urlopen(f"{self.api}{path}", timeout=30) as response:
+            return json.loads(response.read())
+
+    def post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """POST JSON to an API path; (status, JSON answer or error text)."""
+        request = urllib.request.Request(
+            f"{self.api}{path}", data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read()
+                return response.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode(errors="replace")
+
+    def cli(self, *args: str, timeout_s: float = 240, **env: str) -> str:
+        """`prefect --no-prompt ARGS` against the server; its output (asserts success)."""
+        done = subprocess.run(
+            [PREFECT, "--no-prompt", *args], env={**self.env, **env}, cwd=ROOT,
+            capture_output=True, text=True, timeout=timeout_s, check=False,
+        )  # fmt: skip
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"prefect {' '.join(args)} failed:\n{output}\n{self.tails()}"
+        return output
+
+
+def clean_env(home: Path, api: str) -> dict[str, str]:
+    """This environment without any PREFECT_ setting, then the ones that point at `api`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return {
+        **env,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_UI_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": "2",
+        "PREFECT_LOGGING_LEVEL": "INFO",
+    }
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """SIGINT, then SIGTERM, then SIGKILL to the whole process group."""
+    for sig, grace in ((signal.SIGINT, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        if process.poll() is not None:
+            break
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    with suppress(ProcessLookupError):  # children left in the group (a flow run) go too
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def spawn(
+    argv: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in a session of its own, output to `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+@contextmanager
+def prefect_server(folder: Path, port: int) -> Iterator[Server]:
+    """`prefect server start` on `port` with a fresh database under `folder`, until healthy."""
+    api = f"http://127.0.0.1:{port}/api"
+    started = Server(api=api, env=clean_env(folder / "home", api), logs=folder)
+    argv = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"]
+    process = spawn(argv, started.env, folder / "server.log")
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            assert process.poll() is None, f"the server exited:\n{started.tails()}"
+            try:
+                if started.get("/health") is True:
+                    break
+            except (OSError, ValueError):
+                pass
+            assert time.monotonic() < deadline, f"no /api/health in {START_S} s:\n{started.tails()}"
+            time.sleep(1)
+        yield started
+    finally:
+        stop(process)
