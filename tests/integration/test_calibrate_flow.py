@@ -1,0 +1,78 @@
+"""`sparkgate calibrate` end to end on the real engine: two fresh arms, one A/A gap, verified.
+
+A trimmed r1 names a tiny suite (two short workloads, two samples, no warm-up) so each arm is a
+boot plus seconds of traffic on a private two-node cluster. The calibration must publish its
+record under experiments/calibration/, its gap must be what the benchmark gate of a later
+qualification on the same cluster shape and suite draws on (`ledger_for`), and `sparkgate
+verify` must pass on the record. The Prefect database is private to the module.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.calibrate import CALIBRATION_DIR, ledger_for
+from flows.gates.base import GateContext
+from flows.record import read_record
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import load_release
+
+from .conftest import ROOT
+from .test_promote import Project, _write
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+SUITE = {
+    "kind": "suite", "name": "calibrate-test", "seed": 0, "samples": 2, "warmup": 0,
+    "workloads": [
+        {"kind": "single_stream", "name": "single", "requests": 2, "prompt_tokens": 32,
+         "max_tokens": 8},
+        {"kind": "closed_loop", "name": "streams", "concurrency": [2], "prompt_tokens": 32,
+         "max_tokens": 8},
+    ],
+}  # fmt: skip
+
+
+def test_calibrate_publishes_gaps_the_benchmark_gate_uses(tmp_path: Path) -> None:
+    project = Project(tmp_path, cluster="calibtest")
+    project.env["COLUMNS"] = "300"
+    suite = _write(tmp_path / "suites/calibrate-test.yaml", SUITE)
+    release = _write(tmp_path / "calibrate/r1.yaml", {
+        "extends": str(ROOT / "releases/r1.yaml"),
+        "set": {"gates": {"benchmark": {"suite": str(suite)}}},
+    })  # fmt: skip
+    try:
+        done = project.run(
+            "calibrate", str(release), "--arms", "2", "-c", str(project.cluster), "--json",
+            timeout=1100,
+        )  # fmt: skip
+    finally:
+        project.run("cluster", "stop", "-c", str(project.cluster))
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["verdict"] == "passed"
+    assert (outcome["gaps_added"], outcome["ledger_sessions"]) == (1, 1)
+    folder = Path(outcome["record"])
+    assert folder.parent == tmp_path / "experiments" / CALIBRATION_DIR
+    record = read_record(folder)
+    assert record.status == "published"
+    assert record.stages["calibration"].summary["arms"] == 2
+
+    chosen = load_release(release)
+    cluster = load_model(project.cluster, Cluster)
+    context = GateContext(
+        cluster=cluster, release=chosen, previous=None, transports={},
+        state=tmp_path / "state", experiments=tmp_path / "experiments",
+    )  # fmt: skip
+    ledger = ledger_for(context, chosen.gates.benchmark)
+    assert ledger.sessions == [f"{folder.name}: calibrate r1: arm 2 vs arm 1"]
+    assert ledger.gaps, "no gap reached the ledger"
+    assert all(name.startswith(("single", "streams")) for name in ledger.gaps), ledger.gaps
+    assert all(len(values) == 1 for values in ledger.gaps.values())
+
+    verified = project.run("verify", str(folder))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
