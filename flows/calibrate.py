@@ -288,7 +288,9 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
         ):
             say(preflight_task(cluster, pool))
             build = build_task(release, state, say)
-            for line in distribute_task(build, cluster, transports, say):
+            for line in distribute_task(
+                build, release, cluster, transports=transports, state=state, say=say
+            ):
                 say(line)
             context = GateContext(
                 cluster=cluster, release=release, previous=None, transports=transports,

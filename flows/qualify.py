@@ -81,16 +81,28 @@ def preflight_task(cluster: Cluster, pool: TransportPool) -> str:
 
 @task(name="build", cache_policy=NO_CACHE)
 def build_task(release: Release, state: Path, say: Callable[[str], None]) -> ProcessBuild:
-    """Build the release once (content-addressed; reused when nothing changed)."""
+    """Build the release once (content-addressed; reused when nothing changed).
+
+    Its digest names the build in the record and in promotion for either runtime: a docker
+    image is built from the same source, lock and options (its tag carries the source digest).
+    """
     return build_release(release, state / "build-cache", say)
 
 
 @task(name="distribute", cache_policy=NO_CACHE)
 def distribute_task(
-    build: ProcessBuild, cluster: Cluster, transports: dict[str, Transport],
-    say: Callable[[str], None],
+    build: ProcessBuild, release: Release, cluster: Cluster, *,
+    transports: dict[str, Transport], state: Path, say: Callable[[str], None],
 ) -> list[str]:  # fmt: skip
-    """Install the build on every node and verify they all hold the same distributions."""
+    """Put the build on every node and verify it: the same distributions in every virtual
+    environment, or (docker) the release image built once and one image ID on every node."""
+    if cluster.runtime.kind == "docker":
+        from flows.cluster.docker_release import release_image_for  # noqa: PLC0415
+
+        image = release_image_for(cluster, release, state, say)
+        verb = "reused" if image.built.reused else "built"
+        same = f"same image ID on {len(image.nodes) + 1} nodes"
+        return [f"{image.built.tag} {verb}", same]
     workdirs = {node.name: node.workdir for node in cluster.nodes}
     envs = install_everywhere(
         build, transports, workdirs, base_python=cluster.runtime.python, progress=say
@@ -149,7 +161,9 @@ def qualify_flow(
             build = build_task(release, state, say)
             view.finish("build", "passed", build.short)
             view.start("distribute")
-            installed = distribute_task(build, cluster, transports, say)
+            installed = distribute_task(
+                build, release, cluster, transports=transports, state=state, say=say
+            )
             view.finish("distribute", "passed", "; ".join(installed))
             context = GateContext(
                 cluster=cluster, release=release, previous=previous, transports=transports,
