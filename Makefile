@@ -14,11 +14,13 @@ $(STAMP): pyproject.toml engine/pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]' -e ./engine
 	touch $(STAMP)
 
-# Qualify the baseline r1, then r2 against it, on the local two-node cluster; the records land
-# in experiments/ (`--no-wait`: end "awaiting promotion" instead of waiting for a person).
+# Qualify the baseline r1, measure this machine's boot-to-boot noise with an A/A calibration of
+# r1, then qualify r2 against r1, on the local two-node cluster; the records land in
+# experiments/ (`--no-wait`: end "awaiting promotion" instead of waiting for a person).
 demo: setup
 	$(BIN)/sparkgate validate config releases
 	$(BIN)/sparkgate qualify releases/r1.yaml --no-wait
+	$(BIN)/sparkgate calibrate releases/r1.yaml --arms 3
 	$(BIN)/sparkgate qualify releases/r2.yaml --no-wait
 	$(BIN)/sparkgate records
 
