@@ -15,9 +15,7 @@ paused run can be resumed by mistake.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -34,71 +32,18 @@ from flows.spec.load import load_model
 from flows.spec.release import load_release
 from flows.stages import GATES
 
-from .conftest import ROOT, free_port
+from . import project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-TRIMMED = {
-    "release_tests": {"enabled": False},
-    "determinism": {"prompts": ["The quick brown fox", "Once upon a time"], "max_tokens": 8,
-                    "long_prompt_tokens": 200, "sampled_streams": 1, "stagger_ms": 20},
-    "cold_boots": {"enabled": False},
-    "benchmark": {"enabled": False},
-}  # fmt: skip
 
-
-def _write(path: Path, document: dict[str, object]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-class Project:
-    """The module's project root, its files and how to run sparkgate in it."""
+class Project(project.Project):
+    """The module's project: a trimmed r1 and crash-on-boot, and the promotion files."""
 
     def __init__(self, root: Path, cluster: str = "promotetest") -> None:
-        self.root = root
-        self.r1 = _write(root / "releases/r1.yaml", {
-            "extends": str(ROOT / "releases/r1.yaml"), "set": {"gates": TRIMMED},
-        })  # fmt: skip
-        self.crash = _write(root / "releases/crash-on-boot.yaml", {
-            "extends": str(ROOT / "releases/faulty/crash-on-boot.yaml"),
-            "set": {"gates": TRIMMED},
-        })  # fmt: skip
-        self.cluster = _write(root / "cluster.yaml", {
-            "extends": str(ROOT / "config/local.yaml"),
-            "set": {
-                "name": cluster,
-                "ports": {"rendezvous": free_port(), "api": free_port()},
-                "nodes": [
-                    {"name": "m0", "rank": 0, "head": True, "address": "127.0.0.1",
-                     "workdir": str(root / "m0")},
-                    {"name": "m1", "rank": 1, "address": "127.0.0.1",
-                     "workdir": str(root / "m1")},
-                ],
-            },
-        })  # fmt: skip
-        prefect = root / "prefect"
-        self.env = {
-            **os.environ, "SPARKGATE_ROOT": str(root),
-            "SPARKGATE_STATE_DIR": str(ROOT / ".sparkgate"),
-            "PREFECT_HOME": str(prefect), "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(prefect / "r"),
-            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
-        }  # fmt: skip
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        """`sparkgate ARGS` in the project, output captured."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "flows", *args], env=self.env, cwd=self.root,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )  # fmt: skip
-
-    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        """`sparkgate ARGS` to the end."""
-        return subprocess.run(
-            [sys.executable, "-m", "flows", *args], env=self.env, cwd=self.root, text=True,
-            capture_output=True, timeout=timeout, check=False,
-        )  # fmt: skip
+        super().__init__(root, cluster)
+        self.r1 = self.release("r1", "releases/r1.yaml")
+        self.crash = self.release("crash-on-boot", "releases/faulty/crash-on-boot.yaml")
 
     def pointer(self) -> dict[str, object]:
         """config/promoted.yaml as data."""

@@ -28,7 +28,8 @@ from flows.record import latest_record
 
 from .conftest import ROOT
 from .prefect_server import Server
-from .test_promote import TRIMMED, Project, _write
+from .project import TRIMMED_GATES, overlay
+from .test_promote import Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -170,10 +171,10 @@ def test_approve_from_the_cli_in_server_mode(
 def test_no_decision_within_the_timeout_ends_failed_and_logged(
     project: Project, prefect_api: Server
 ) -> None:
-    impatient = _write(project.root / "impatient/r1.yaml", {
-        "extends": str(ROOT / "releases/r1.yaml"),
-        "set": {"gates": TRIMMED, "promotion": {"timeout_s": TIMEOUT_S}},
-    })  # fmt: skip
+    impatient = overlay(
+        project.root / "impatient/r1.yaml", "releases/r1.yaml",
+        gates=TRIMMED_GATES, promotion={"timeout_s": TIMEOUT_S},
+    )  # fmt: skip
     before = len(project.published("r1"))
     waiting = project.start("qualify", str(impatient), "-c", str(project.cluster))
     output = _finish(waiting)

@@ -1,0 +1,102 @@
+"""Every faulty release fails the whole qualification at its own gate, and no other gate is blamed.
+
+Each release in releases/faulty/ switches on one engine fault. Here each is qualified by the
+real `sparkgate qualify`, trimmed but otherwise as shipped, after the trimmed baseline r1 whose
+record its determinism gate compares against. The record must end `failed at <its gate>` with a
+clear reason; every gate before it passed; nothing after it ran; a failed boot keeps an
+evidence folder with every node's logs; and no rank is left running.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.record import latest_record, read_record
+from flows.stages import GATES
+
+from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project, write_yaml
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+
+class Fault:
+    """A faulty release, the gates it needs on, and how its failure must read."""
+
+    def __init__(self, name: str, gate: str, says: tuple[str, ...], **gates: Any) -> None:
+        self.name, self.gate, self.says, self.gates = name, gate, says, gates
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+FAULTS = [
+    Fault("failing-test", "release_tests", ("test_",), release_tests={"enabled": True}),
+    Fault("nondeterministic", "determinism", ("differ",)),
+    Fault("crash-on-boot", "determinism", ("boot failed", "rank 1")),
+    Fault("lazy-kernel", "cold_boots", ("compiles after preparation", "mlp"),
+          cold_boots=TRIMMED_COLD_BOOTS),
+    Fault("slower", "benchmark", ("after 3 arms",), cold_boots=TRIMMED_COLD_BOOTS,
+          benchmark={"enabled": True, "suite": "SHORT", "max_arms": 3}),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    """A project where the trimmed r1 qualified; nothing is left running at the end."""
+    made = Project(tmp_path_factory.mktemp("faulty"), "faultytest")
+    r1 = made.release("r1", "releases/r1.yaml")
+    done = made.qualify(r1)
+    assert done.returncode == 0, done.stdout + done.stderr
+    yield made
+    made.stop()
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=repr)
+def test_a_faulty_release_fails_at_its_own_gate(project: Project, fault: Fault) -> None:
+    suite = write_yaml(project.root / "suites/short.yaml", SHORT_SUITE)
+    gates = {
+        gate: {**settings, "suite": str(suite)} if settings.get("suite") == "SHORT" else settings
+        for gate, settings in fault.gates.items()
+    }
+    release = project.release(fault.name, f"releases/faulty/{fault.name}.yaml", **gates)
+
+    done = project.qualify(release)
+
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    latest = latest_record(project.root / "experiments", fault.name)
+    assert latest is not None, output
+    found = project.root / "experiments" / latest.name
+    record = read_record(found)
+    assert record.verdict.startswith(f"failed at {fault.gate}:"), record.verdict
+    for phrase in fault.says:
+        assert phrase in record.verdict, record.verdict
+    order = list(GATES)
+    before, after = order[: order.index(fault.gate)], order[order.index(fault.gate) + 1 :]
+    outcomes = {name: stage.outcome for name, stage in record.stages.items()}
+    assert outcomes[fault.gate] == "failed"
+    assert all(outcomes.get(gate) in ("passed", "skipped") for gate in before), outcomes
+    assert not any(gate in outcomes for gate in after), outcomes
+    if "boot failed" in fault.says:
+        _assert_evidence_of_every_node(record.stages[fault.gate].evidence, found)
+    _assert_nothing_running(project)
+
+
+def _assert_evidence_of_every_node(evidence: list[str], record: Path) -> None:
+    assert evidence, "a failed boot keeps its evidence"
+    folder = record / evidence[0]
+    for node in ("faultytest0", "faultytest1"):
+        logs = list(folder.glob(f"{node}*/*.log")) + list(folder.glob(f"{node}*.log"))
+        assert logs, f"no log of {node} in {sorted(p.name for p in folder.rglob('*'))}"
+
+
+def _assert_nothing_running(project: Project) -> None:
+    ranks = subprocess.run(
+        ["pgrep", "-f", str(project.root / "n0")], check=False, capture_output=True
+    )
+    assert ranks.stdout == b"", "a rank is still running"
