@@ -21,8 +21,7 @@ from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
 
-from .conftest import ROOT
-from .test_promote import Project, _write
+from .project import Project, overlay, write_yaml
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -38,13 +37,13 @@ SUITE = {
 
 
 def test_calibrate_publishes_gaps_the_benchmark_gate_uses(tmp_path: Path) -> None:
-    project = Project(tmp_path, cluster="calibtest")
+    project = Project(tmp_path, "calibtest")
     project.env["COLUMNS"] = "300"
-    suite = _write(tmp_path / "suites/calibrate-test.yaml", SUITE)
-    release = _write(tmp_path / "calibrate/r1.yaml", {
-        "extends": str(ROOT / "releases/r1.yaml"),
-        "set": {"gates": {"benchmark": {"suite": str(suite)}}},
-    })  # fmt: skip
+    suite = write_yaml(tmp_path / "suites/calibrate-test.yaml", SUITE)
+    benchmark = {"suite": str(suite)}
+    release = overlay(
+        tmp_path / "calibrate/r1.yaml", "releases/r1.yaml", gates={"benchmark": benchmark}
+    )
     try:
         done = project.run(
             "calibrate", str(release), "--arms", "2", "-c", str(project.cluster), "--json",
