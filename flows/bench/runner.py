@@ -39,6 +39,11 @@ Log = Callable[[str], None]
 Tick = Callable[[int, int], None]
 """Progress of an arm: samples taken so far (warmups included) and samples planned."""
 
+
+def _no_tick(_done: int, _total: int) -> None:
+    """No one watches the arm's progress."""
+
+
 GATES: dict[str, list[str]] = {
     "single_stream": ["ttft_p50_s", "tpot_p50_ms"],
     "closed_loop": ["tps"],
@@ -64,7 +69,7 @@ class ArmContext:
     saturated: int = 0
     processes: int = 1
     cpu_bound: bool = False
-    on_sample: Tick = field(default=lambda _done, _total: None)
+    on_sample: Tick = _no_tick
     samples_done: int = 0
     samples_planned: int = 0
 
@@ -308,9 +313,7 @@ def _tick(ctx: ArmContext) -> None:
     ctx.on_sample(ctx.samples_done, ctx.samples_planned)
 
 
-def planned_samples(
-    suite: Suite, planned: list[tuple[str, str, list[tuple[str, SampleFn]]]]
-) -> int:
+def planned_samples(suite: Suite, planned: Planned) -> int:
     """Samples an arm takes, warmups included: the total its progress counts to."""
     by_name = {w.name: w for w in suite.workloads}
     return sum(
@@ -442,12 +445,11 @@ def run_arm(
     )
     http = Client(endpoint.base_url, timeout_s=suite.client.timeout_s, api_key=endpoint.api_key)
     ctx = ArmContext(
-        endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log, http=http
-    )
+        endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log, http=http,
+        on_sample=on_sample or _no_tick,
+    )  # fmt: skip
     planned_points = plan(ctx)
     ctx.samples_planned = planned_samples(suite, planned_points)
-    if on_sample is not None:
-        ctx.on_sample = on_sample
     points: dict[str, Point] = {}
 
     def report() -> ArmReport:

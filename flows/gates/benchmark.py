@@ -28,7 +28,7 @@ from flows.bench.compare import Comparison, Decision, compare_arms, session_deci
 from flows.bench.endpoint import DEFAULT_METRICS, Endpoint
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.render import plot_changes, recipe_text
-from flows.bench.report import ARM_FILE, ArmReport, read_arm, write_arm
+from flows.bench.report import ArmReport, read_arm, write_arm
 from flows.bench.runner import run_arm, suite_digest
 from flows.cluster.session import load_session, start_release, stop_session
 from flows.errors import BenchError, BootError, SparkgateError
@@ -213,8 +213,6 @@ def finished_arm(folder: Path, release: str, role: Role, suite: Suite) -> ArmRep
     and saves a boot and a suite. An arm that stopped early, or of another suite, is measured
     again.
     """
-    if not (folder / ARM_FILE).is_file():
-        return None
     try:
         report = read_arm(folder)
     except BenchError:
