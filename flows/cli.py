@@ -14,8 +14,8 @@ import typer
 
 from flows import __version__
 from flows.commands import register_all
-from flows.console import err_console
 from flows.errors import SparkgateError
+from flows.ui.console import err_console
 
 app = typer.Typer(
     name="sparkgate",

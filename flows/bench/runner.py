@@ -25,9 +25,9 @@ from pydantic import JsonValue
 from flows import __version__
 from flows.bench import workloads as wl
 from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
-from flows.bench.endpoint import Endpoint
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
+from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError
 from flows.spec.suite import ClosedLoop, Poisson, Prefill, Prefix, SingleStream, StepGrid, Suite
 

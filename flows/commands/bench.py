@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from flows.console import err_console, out_console
 from flows.errors import GateFailedError, InconclusiveError
+from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:
     from flows.bench.report import ArmReport
@@ -61,9 +61,9 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     ] = None,
 ) -> None:
     """Run one arm of a suite against a live endpoint and write its receipts."""
-    from flows.bench.endpoint import DEFAULT_METRICS, Endpoint  # noqa: PLC0415
     from flows.bench.report import write_arm  # noqa: PLC0415
     from flows.bench.runner import run_arm  # noqa: PLC0415
+    from flows.engine_api.endpoint import DEFAULT_METRICS, Endpoint  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.suite import Suite  # noqa: PLC0415
 
@@ -101,7 +101,7 @@ def show_command(
     arm: Annotated[Path, typer.Argument(help="arm.json, its folder, or a recipe bench.json")],
 ) -> None:
     """Print one arm's points: mean, 95 % interval and n of every gated metric."""
-    from flows.bench.render import arm_table  # noqa: PLC0415
+    from flows.bench.present import arm_table  # noqa: PLC0415
 
     report = _load_arm(arm)
     err_console.print(arm_table(report))
@@ -154,7 +154,7 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
     """Compare arms C1, P1, C2, ... point by point; non-zero exit on a regression."""
     from flows.bench.compare import compare_arms  # noqa: PLC0415
     from flows.bench.ledger import Ledger, read_ledger  # noqa: PLC0415
-    from flows.bench.render import comparison_table, plot_changes, recipe_text  # noqa: PLC0415
+    from flows.bench.present import comparison_table, plot_changes, recipe_text  # noqa: PLC0415
 
     again = again or []
     arms = [_load_arm(p) for p in [new, *again, *old]]

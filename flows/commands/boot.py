@@ -18,8 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_app, load_cluster
-from flows.console import err_console, out_console
 from flows.errors import ClusterError
+from flows.ui.console import err_console, out_console
 
 ReleaseArgument = Annotated[str, typer.Argument(help="Release file, e.g. releases/r1.yaml.")]
 
@@ -38,14 +38,14 @@ def start(
     as_json: JsonOption = False,
 ) -> None:
     """Build, install and boot RELEASE on the cluster; print the boot timeline."""
-    from flows.cluster.caches import parse_target  # noqa: PLC0415
-    from flows.cluster.lock import ClusterLock, lock_settings  # noqa: PLC0415
-    from flows.cluster.session import load_session, start_release  # noqa: PLC0415
+    from flows.cluster.boot.caches import parse_target  # noqa: PLC0415
+    from flows.cluster.boot.session import load_session, start_release  # noqa: PLC0415
+    from flows.cluster.ops.lock import ClusterLock, lock_settings  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
+    from flows.spec.launch import render_all  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import Release  # noqa: PLC0415
-    from flows.spec.render import render_all  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     chosen = load_model(release, Release)
@@ -81,7 +81,7 @@ def start(
 @cluster_app.command("stop")
 def stop(cluster: ClusterOption = "local") -> None:
     """Stop every rank that `cluster start` left running (signal, grace, then kill)."""
-    from flows.cluster.session import load_session, stop_session  # noqa: PLC0415
+    from flows.cluster.boot.session import load_session, stop_session  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 
@@ -101,8 +101,8 @@ def stop(cluster: ClusterOption = "local") -> None:
 @cluster_app.command("status")
 def status(cluster: ClusterOption = "local", as_json: JsonOption = False) -> None:
     """Each rank of the running session: state, last phase, pid or container, uptime."""
-    from flows.cluster.session import load_session, runtime_for  # noqa: PLC0415
-    from flows.cluster.timeline import LogReader  # noqa: PLC0415
+    from flows.cluster.boot.session import load_session, runtime_for  # noqa: PLC0415
+    from flows.cluster.boot.timeline import LogReader  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 
@@ -151,7 +151,7 @@ def logs(
     tail: Annotated[int, typer.Option("--tail", help="Last N lines per rank (0: all).")] = 0,
 ) -> None:
     """Print the logs of the running session's ranks."""
-    from flows.cluster.session import load_session, runtime_for  # noqa: PLC0415
+    from flows.cluster.boot.session import load_session, runtime_for  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 
@@ -172,7 +172,7 @@ def logs(
 
 
 def _print_event(event: object) -> None:
-    from flows.cluster.timeline import LogEvent  # noqa: PLC0415
+    from flows.cluster.boot.timeline import LogEvent  # noqa: PLC0415
 
     assert isinstance(event, LogEvent)
     shown = {k: v for k, v in event.figures.items() if k != "rank" and len(str(v)) <= 40}

@@ -15,8 +15,8 @@ import typer
 from rich.markup import escape
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
-from flows.console import err_console, out_console
 from flows.errors import BenchError, SpecError
+from flows.ui.console import err_console, out_console
 
 
 def calibrate(
@@ -36,8 +36,8 @@ def calibrate(
     load_cluster(cluster)
     load_release(release)
     prefect_environment()
-    from flows.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
-    from flows.embedded import prefect_backend  # noqa: PLC0415
+    from flows.pipeline.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
+    from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 
     with prefect_backend(state_dir() / "prefect"):  # the server a Ctrl-C leaves alone, as qualify

@@ -16,10 +16,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from flows.console import err_console, out_console
 from flows.errors import ClusterError, SpecError
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
+from flows.ui.console import err_console, out_console
 
 cluster_app = typer.Typer(
     name="cluster", help="Start, stop, inspect and unlock a cluster.", no_args_is_help=True
@@ -71,7 +71,7 @@ def unlock(
     ] = False,
 ) -> None:
     """Remove the cluster lock left by a run that is gone (shows the holder first)."""
-    from flows.cluster.lock import force_unlock, lock_settings, read_lock  # noqa: PLC0415
+    from flows.cluster.ops.lock import force_unlock, lock_settings, read_lock  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
 
     spec = load_cluster(cluster)
@@ -95,7 +95,7 @@ def unlock(
 
 def doctor(cluster: ClusterOption = "local", as_json: JsonOption = False) -> None:
     """Preflight every node: reachability, host keys, disk, memory, ports, runtime, clocks."""
-    from flows.cluster.preflight import run_preflight  # noqa: PLC0415
+    from flows.cluster.ops.preflight import run_preflight  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
 
     spec = load_cluster(cluster)

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, load_cluster
-from flows.console import err_console, out_console
+from flows.ui.console import err_console, out_console
 
 image_app = typer.Typer(
     name="image", help="Build and distribute release images (docker runtime).", no_args_is_help=True
@@ -27,8 +27,8 @@ def build(
     as_json: JsonOption = False,
 ) -> None:
     """Build RELEASE's image on the head node, load it on every node, verify one image ID."""
-    from flows.cluster.image_progress import RichImageProgress  # noqa: PLC0415
-    from flows.cluster.release_image import build_release_image, docker_endpoints  # noqa: PLC0415
+    from flows.cluster.build.progress import RichImageProgress  # noqa: PLC0415
+    from flows.cluster.build.release_image import build_release_image, docker_endpoints  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import Release  # noqa: PLC0415

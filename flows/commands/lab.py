@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from flows.console import err_console, out_console
 from flows.settings import project_root, state_dir
+from flows.ui.console import err_console, out_console
 
 lab_app = typer.Typer(
     name="lab",
@@ -29,7 +29,7 @@ def up(
     ] = False,
 ) -> None:
     """Create the lab hosts (needs root); replaces a lab recorded earlier."""
-    from flows.cluster.lab import LabPlan, lab_up  # noqa: PLC0415
+    from flows.cluster.lab.hosts import LabPlan, lab_up  # noqa: PLC0415
 
     lab_dir = state_dir() / "lab"
     state = lab_up(
@@ -48,7 +48,7 @@ def up(
 @lab_app.command("down")
 def down() -> None:
     """Remove exactly what `lab up` recorded: sshds, links, namespaces, bridge, files."""
-    from flows.cluster.lab import lab_down  # noqa: PLC0415
+    from flows.cluster.lab.hosts import lab_down  # noqa: PLC0415
 
     removed = lab_down(state_dir() / "lab")
     if removed is None:

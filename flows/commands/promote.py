@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 
 from flows.commands.cluster import ClusterOption, cluster_path, load_cluster
-from flows.console import err_console
+from flows.ui.console import err_console
 
 ByOption = Annotated[str | None, typer.Option("--by", help="Who decides (default: your login).")]
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why.")]
@@ -70,7 +70,7 @@ def promote(
     path = release_file(release)
     target = _cluster_file(cluster) if deploy else None
     prefect_environment()
-    from flows.promote import promote_release  # noqa: PLC0415
+    from flows.pipeline.promote import promote_release  # noqa: PLC0415
 
     pointer = promote_release(
         path, by=by or getpass.getuser(), reason=reason, cluster_file=target, progress=_say
@@ -89,7 +89,7 @@ def rollback(
 
     target = _cluster_file(cluster) if deploy else None
     prefect_environment()
-    from flows.promote import rollback as roll_back  # noqa: PLC0415
+    from flows.pipeline.promote import rollback as roll_back  # noqa: PLC0415
 
     pointer = roll_back(
         by=by or getpass.getuser(), reason=reason, cluster_file=target, progress=_say
@@ -104,7 +104,7 @@ def _resume(
 
     name = Path(release).stem
     prefect_environment()
-    from flows.promote import Decision, resume_paused  # noqa: PLC0415
+    from flows.pipeline.promote import Decision, resume_paused  # noqa: PLC0415
 
     answer = Decision(decision=decision, by=by or getpass.getuser(), reason=reason)
     run = resume_paused(release, answer)

@@ -16,14 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
-from flows.console import err_console, out_console
 from flows.errors import GateFailedError, SparkgateError
-from flows.stages import STAGE_TITLES
+from flows.pipeline.stages import STAGE_TITLES
+from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import State
 
-    from flows.qualify import QualifyOutcome
+    from flows.pipeline.qualify import QualifyOutcome
 
 
 def qualify(
@@ -41,16 +41,16 @@ def qualify(
     as_json: JsonOption = False,
 ) -> None:
     """Qualify RELEASE on the cluster: gates in order, then the experiments record."""
-    from flows.board import StageBoard, current_board  # noqa: PLC0415
     from flows.settings import prefect_environment  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
+    from flows.ui.board import StageBoard, current_board  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     chosen = load_release(release)
     load_previous(release, chosen)
     prefect_environment()
-    from flows.embedded import prefect_backend  # noqa: PLC0415
-    from flows.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
+    from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
+    from flows.pipeline.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
     from flows.settings import state_dir  # noqa: PLC0415
 
     title = f"qualify {chosen.name} on {spec.name}"
@@ -76,7 +76,7 @@ def qualify(
 
 def _outcome(release: str, state: State[Any]) -> QualifyOutcome:
     """The flow's outcome (a failed gate's too); a crash or a refusal is raised as an error."""
-    from flows.qualify import QualifyOutcome  # noqa: PLC0415 - imports prefect
+    from flows.pipeline.qualify import QualifyOutcome  # noqa: PLC0415 - imports prefect
 
     value = state.result(raise_on_failure=False)
     if isinstance(value, QualifyOutcome):

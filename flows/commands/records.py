@@ -14,15 +14,15 @@ import typer
 from rich.markdown import Markdown
 from rich.table import Table
 
-from flows.console import err_console, out_console
 from flows.errors import RecordError
 from flows.record import compare as record_compare
 from flows.record.index import GATES, gate_cell, write_index
 from flows.record.model import README_FILE
 from flows.record.reader import broken_records, find_record, list_records, read_record
-from flows.record.render import RENDER_VERSION, render_readme
+from flows.record.readme import RENDER_VERSION, render_readme
 from flows.record.verify import verify
 from flows.settings import project_root
+from flows.ui.console import err_console, out_console
 
 ExperimentsOption = Annotated[
     Path | None,

@@ -14,13 +14,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows.console import err_console, out_console
 from flows.errors import InvalidSpecFilesError, SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.kinds import load_spec
+from flows.spec.launch import LaunchPlan, render_all
 from flows.spec.load import load_document, load_model
 from flows.spec.release import Release
-from flows.spec.render import LaunchPlan, render_all
+from flows.ui.console import err_console, out_console
 
 DEFAULT_CLUSTER = Path("config/local.yaml")
 

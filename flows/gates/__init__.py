@@ -1,1 +1,4 @@
-"""The four qualification gates as plain functions; `flows.qualify` wraps them in Prefect tasks."""
+"""The qualification gates: one package per gate (rules, runner, typed summary) and a registry.
+
+`flows.pipeline.qualify` runs them in order through one harness.
+"""

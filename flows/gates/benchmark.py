@@ -25,12 +25,12 @@ from typing import Literal
 import numpy as np
 
 from flows.bench.compare import Comparison, Decision, compare_arms, session_decision
-from flows.bench.endpoint import DEFAULT_METRICS, Endpoint
 from flows.bench.ledger import Ledger, write_ledger
-from flows.bench.render import plot_changes, recipe_text
+from flows.bench.present import plot_changes, recipe_text
 from flows.bench.report import ArmReport, read_arm, write_arm
 from flows.bench.runner import run_arm, suite_digest
-from flows.cluster.session import load_session, start_release, stop_session
+from flows.cluster.boot.session import load_session, start_release, stop_session
+from flows.engine_api.endpoint import DEFAULT_METRICS, Endpoint
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome, api_base_url
 from flows.settings import project_root

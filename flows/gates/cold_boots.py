@@ -23,10 +23,10 @@ from typing import Any
 
 import aiohttp
 
-from flows.bench.endpoint import Endpoint
-from flows.cluster.caches import CacheTarget, cache_targets
-from flows.cluster.session import Started, runtime_for
-from flows.cluster.timeline import COMPILE, LogEvent, LogReader
+from flows.cluster.boot.caches import CacheTarget, cache_targets
+from flows.cluster.boot.session import Started, runtime_for
+from flows.cluster.boot.timeline import COMPILE, LogEvent, LogReader
+from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome, api_base_url
 from flows.gates.outputs import Output, hashes, matches_reference, output_from_completion
@@ -34,8 +34,8 @@ from flows.gates.prompts import Prompt, named_prompts
 from flows.gates.running import running_release, write_json
 from flows.gates.traffic import complete, open_client, stream
 from flows.gates.verdicts import BootObservation, boot_row, cold_boots_verdict, rank_figures
+from flows.spec.launch import render_all
 from flows.spec.release import ColdBootsGate
-from flows.spec.render import render_all
 
 GATE = "cold_boots"
 TOP_LOGPROBS = 5

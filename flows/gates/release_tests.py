@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.cluster.image import context_files
-from flows.cluster.process_build import ProcessBuild, build_release, install
-from flows.cluster.session import load_session, stop_session
+from flows.cluster.boot.session import load_session, stop_session
+from flows.cluster.build.image import context_files
+from flows.cluster.build.wheel import ProcessBuild, build_release, install
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome

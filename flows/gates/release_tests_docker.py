@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from flows.cluster.docker_ranks import DockerRanks
-from flows.cluster.docker_release import release_image_for
+from flows.cluster.build.docker_release import release_image_for
+from flows.cluster.runtime.docker import DockerRanks
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, SparkgateError
 from flows.gates.base import GateContext

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from flows.cluster.caches import CacheTarget
-from flows.cluster.session import Started, start_release, stop_session
+from flows.cluster.boot.caches import CacheTarget
+from flows.cluster.boot.session import Started, start_release, stop_session
 from flows.gates.base import GateContext
 
 

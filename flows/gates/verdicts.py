@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.cluster.timeline import BootTimeline
+from flows.cluster.boot.timeline import BootTimeline
 from flows.gates.outputs import Output, ScenarioReport, hashes, top_token_agreement
 
 SpotCheck = Literal["identical", "differs", "not run"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from flows.record.index import render_index, write_index
 from flows.record.model import SCHEMA_VERSION, FileEntry, Record, StageEntry
 from flows.record.reader import find_record, latest_record, list_records, read_record, record_hashes
-from flows.record.render import render_readme
+from flows.record.readme import render_readme
 from flows.record.verify import verify
 from flows.record.writer import RecordWriter, open_record
 

@@ -2,7 +2,7 @@
 
 Drawn with matplotlib's Agg backend from the stage summaries alone, so any record can be
 re-plotted. The boot timeline is drawn when the cold-boots summary carries per-rank figures
-(`boots[].ranks[]`): phase times (`phases`, as flows.cluster.timeline.RankTimeline dumps them)
+(`boots[].ranks[]`): phase times (`phases`, as flows.cluster.boot.timeline.RankTimeline dumps them)
 where present, else each rank's preparation and liveness wait as stacked bars.
 """
 

@@ -202,7 +202,7 @@ def cold_boots_problems(record: Record, stage: StageEntry) -> list[str]:
 
 def _observation(raw: dict[str, Any], kernel_cache: str, reference: dict[str, Any]) -> Any:
     """The gate's BootObservation of one boot, rebuilt from its raw file."""
-    from flows.cluster.timeline import BootTimeline  # noqa: PLC0415
+    from flows.cluster.boot.timeline import BootTimeline  # noqa: PLC0415
     from flows.gates.outputs import Output, hashes  # noqa: PLC0415
     from flows.gates.verdicts import BootObservation, rank_figures  # noqa: PLC0415
 

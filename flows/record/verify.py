@@ -23,12 +23,12 @@ from flows.record import tables
 from flows.record.atomic import sha256_file
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
 from flows.record.reader import list_records, read_record, record_hashes
+from flows.record.readme import RENDER_VERSION, render_readme
 from flows.record.recompute import (
     benchmark_problems,
     cold_boots_problems,
     determinism_problems,
 )
-from flows.record.render import RENDER_VERSION, render_readme
 
 _BASE_FIELDS = set(GateResult.model_fields)
 

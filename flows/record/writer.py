@@ -30,7 +30,7 @@ from flows.record.model import (
 )
 from flows.record.plots import make_plots
 from flows.record.reader import list_records, read_record
-from flows.record.render import RENDER_VERSION, render_readme
+from flows.record.readme import RENDER_VERSION, render_readme
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
 

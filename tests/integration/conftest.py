@@ -19,9 +19,9 @@ import pytest
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext
 from flows.spec.cluster import Cluster
+from flows.spec.launch import LaunchPlan, render_all
 from flows.spec.load import load_model
 from flows.spec.release import Release
-from flows.spec.render import LaunchPlan, render_all
 
 from .prefect_server import Server, prefect_server
 

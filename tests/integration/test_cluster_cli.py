@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from flows.cluster.lock import ClusterLock, lock_settings
+from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.transport.local import LocalTransport
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

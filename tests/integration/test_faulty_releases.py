@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record
-from flows.stages import GATES
 
 from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project, write_yaml
 

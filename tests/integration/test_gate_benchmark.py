@@ -17,7 +17,7 @@ import yaml
 
 from flows.bench.report import read_arm
 from flows.bench.runner import GATES
-from flows.cluster.session import load_session
+from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext, Outcome
 from flows.gates.benchmark import run_benchmark

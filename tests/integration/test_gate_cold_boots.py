@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.session import load_session
+from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import Outcome
 from flows.gates.cold_boots import run_cold_boots

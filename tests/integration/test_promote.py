@@ -25,12 +25,12 @@ import pytest
 import yaml
 
 from flows.gates.base import GateResult, Outcome
+from flows.pipeline.stages import GATES
 from flows.record import latest_record, list_records, read_record
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
-from flows.stages import GATES
 
 from . import project
 

@@ -137,7 +137,7 @@ def test_the_nightly_deployment_runs_on_a_worker_and_publishes_its_record(
 
 def _guard(server: Server, cluster: str, wait_s: float) -> subprocess.CompletedProcess[str]:
     code = (
-        "from flows.schedule import cluster_slot\n"
+        "from flows.pipeline.schedule import cluster_slot\n"
         f"with cluster_slot({cluster!r}, wait_s={wait_s}) as name:\n"
         "    print('held', name)\n"
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.lab import SSHD, LabPlan, LabState, lab_down, lab_up
+from flows.cluster.lab.hosts import SSHD, LabPlan, LabState, lab_down, lab_up
 from flows.cluster.transport import SshSettings, SshTransport
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

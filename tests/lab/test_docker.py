@@ -29,9 +29,16 @@ import docker
 import pytest
 
 from flows.cli import main
-from flows.cluster.distribute import distribute_image
-from flows.cluster.docker_client import DockerEndpoint, connect
-from flows.cluster.docker_runtime import (
+from flows.cluster.build.distribute import distribute_image
+from flows.cluster.build.release_image import ReleaseImage, build_release_image
+from flows.cluster.lab.dockerd import (
+    DockerDaemon,
+    daemon_root,
+    remove_daemon_state,
+    start_dockerd,
+    stop_dockerd,
+)
+from flows.cluster.runtime.containers import (
     BindMount,
     RankContainer,
     cluster_containers,
@@ -43,14 +50,7 @@ from flows.cluster.docker_runtime import (
     stop_rank,
     wait_rank,
 )
-from flows.cluster.dockerd import (
-    DockerDaemon,
-    daemon_root,
-    remove_daemon_state,
-    start_dockerd,
-    stop_dockerd,
-)
-from flows.cluster.release_image import ReleaseImage, build_release_image
+from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, ClusterError
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

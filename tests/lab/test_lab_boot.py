@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.boot import boot, stop_all
-from flows.cluster.runtime import ProcessRuntime
-from flows.cluster.session import ensure_models
+from flows.cluster.boot.session import ensure_models
+from flows.cluster.boot.watch import boot, stop_all
+from flows.cluster.runtime.base import ProcessRuntime
 from flows.cluster.transport.factory import TransportPool
 from flows.errors import BootError
+from flows.spec.launch import LaunchPlan, render_all
 from flows.spec.load import load_model
 from flows.spec.release import Release
-from flows.spec.render import LaunchPlan, render_all
 
 from .conftest import ROOT, Lab
 

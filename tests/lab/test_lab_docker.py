@@ -11,7 +11,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from flows.cluster.lab import LabPlan, lab_down, lab_up
+from flows.cluster.lab.hosts import LabPlan, lab_down, lab_up
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 

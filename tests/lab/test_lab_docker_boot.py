@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from flows.cli import main
-from flows.cluster.docker_runtime import cluster_containers
-from flows.cluster.lab import LabPlan, LabState, lab_down, lab_up
+from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up
+from flows.cluster.runtime.containers import cluster_containers
 from flows.cluster.transport.factory import TransportPool
 from flows.gates.base import GateContext, Outcome
 from flows.gates.release_tests import run_release_tests

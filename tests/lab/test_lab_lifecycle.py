@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.lab import LabPlan, LabState, lab_down, lab_up, read_state
+from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up, read_state
 from flows.errors import ClusterError
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -124,7 +124,7 @@ def test_overlapping_subnet_is_refused(lab_dir: Path) -> None:
 def test_failure_half_way_rolls_everything_back(
     lab_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.cluster import dockerd  # noqa: PLC0415
+    from flows.cluster.lab import dockerd  # noqa: PLC0415
 
     def broken(name: str, state_dir: Path, netns: str | None = None) -> dockerd.DockerDaemon:
         raise ClusterError(f"dockerd {name} failed to start")

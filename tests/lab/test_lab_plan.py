@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster import lab
-from flows.cluster.lab import LabHost, LabPlan, LabState, cluster_yaml_text, known_hosts_text
+from flows.cluster.lab import hosts as lab
+from flows.cluster.lab.hosts import LabHost, LabPlan, LabState, cluster_yaml_text, known_hosts_text
 from flows.errors import ClusterError
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

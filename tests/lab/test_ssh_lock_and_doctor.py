@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flows.cluster.lock import ClusterLock, lock_settings, read_lock
-from flows.cluster.preflight import run_preflight
+from flows.cluster.ops.lock import ClusterLock, lock_settings, read_lock
+from flows.cluster.ops.preflight import run_preflight
 from flows.cluster.transport.factory import TransportPool, transport_for
 from flows.errors import LockHeldError
 

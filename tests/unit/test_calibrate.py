@@ -12,7 +12,11 @@ import pytest
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.bench.stats import aa_gap
-from flows.calibrate import (
+from flows.cli import main
+from flows.errors import BootError
+from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.benchmark import arm_folder
+from flows.pipeline.calibrate import (
     CALIBRATION_DIR,
     GAPS_FILE,
     STAGE,
@@ -22,10 +26,6 @@ from flows.calibrate import (
     ledger_from_records,
     run_calibration,
 )
-from flows.cli import main
-from flows.errors import BootError
-from flows.gates.base import GateContext, GateResult, Outcome
-from flows.gates.benchmark import arm_folder
 from flows.record import read_record, verify
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster

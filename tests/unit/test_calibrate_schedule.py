@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.deployments import resolve_spec
 from flows.errors import SpecError
-from flows.schedule import cluster_slot, slot_name, slot_wait_s
+from flows.pipeline.deployments import resolve_spec
+from flows.pipeline.schedule import cluster_slot, slot_name, slot_wait_s
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_deployment_parameters_name_releases_and_clusters(monkeypatch: pytest.Mo
 
 
 def test_deployment_parameters_are_validated() -> None:
-    from flows.deployments import nightly_qualification  # noqa: PLC0415
+    from flows.pipeline.deployments import nightly_qualification  # noqa: PLC0415
 
     with pytest.raises(Exception, match="String should match pattern"):
         nightly_qualification.validate_parameters({"release": "r2; rm -rf /"})

@@ -15,7 +15,7 @@ import pytest
 
 from flows.bench.compare import compare_arms
 from flows.bench.legacy import import_recipe_report
-from flows.bench.render import recipe_line, recipe_text
+from flows.bench.present import recipe_line, recipe_text
 from flows.bench.report import ArmReport, read_arm, write_arm
 from flows.bench.stats import describe, difference
 from flows.errors import BenchError

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flows.bench.overhead import measure
 from flows.bench.report import ClientStats
+from flows.bench.research.overhead import measure
 from flows.bench.runner import client_saturated, saturation_reason
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.bench import peer
-from flows.bench.peer_metrics import (
+from flows.bench.report import Receipt
+from flows.bench.research import peer
+from flows.bench.research.peer_metrics import (
     EngineWindow,
     GuidellmBenchmark,
     LoadMetrics,
@@ -31,7 +32,6 @@ from flows.bench.peer_metrics import (
     pooled,
     receipt_timings,
 )
-from flows.bench.report import Receipt
 from flows.errors import BenchError
 
 SAMPLE = Path(__file__).parent / "data" / "guidellm-0.8.1-report.json"

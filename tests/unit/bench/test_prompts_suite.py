@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.bench.endpoint import parse_prometheus
 from flows.bench.prompts import PromptFactory, corpus
+from flows.engine_api.endpoint import parse_prometheus
 from flows.errors import SpecError
 from flows.spec.load import load_model
 from flows.spec.suite import Suite

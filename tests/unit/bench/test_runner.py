@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from flows.bench.endpoint import Endpoint
 from flows.bench.report import ArmReport, read_arm
 from flows.bench.runner import run_arm
 from flows.cli import main
+from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError
 from flows.spec.suite import Suite
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from flows.bench.montecarlo import SimulationSettings, false_positive_limit, simulate
+from flows.bench.research.montecarlo import SimulationSettings, false_positive_limit, simulate
 from flows.bench.stats import (
     Arm,
     Described,

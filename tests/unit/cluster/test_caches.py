@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.caches import cache_targets, empty_caches, parse_target
+from flows.cluster.boot.caches import cache_targets, empty_caches, parse_target
 from flows.cluster.transport.local import LocalTransport
 from flows.errors import ClusterError
-from flows.spec.render import LaunchPlan
+from flows.spec.launch import LaunchPlan
 
 
 def _plan(rank: int, root: str = "/srv/sg") -> LaunchPlan:

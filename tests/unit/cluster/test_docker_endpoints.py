@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from flows.cluster.release_image import docker_endpoints
+from flows.cluster.build.release_image import docker_endpoints
 from flows.errors import SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

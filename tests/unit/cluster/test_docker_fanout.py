@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flows.cluster.fanout import Fanout
+from flows.cluster.build.fanout import Fanout
 
 CHUNKS = [bytes([n]) * 1000 for n in range(50)]
 

@@ -11,7 +11,7 @@ import pytest
 from docker.errors import ImageNotFound
 from rich.console import Console
 
-from flows.cluster.image import (
+from flows.cluster.build.image import (
     BuildRequest,
     build_image,
     check_tag_target,
@@ -20,8 +20,8 @@ from flows.cluster.image import (
     is_ignored,
     source_digest,
 )
-from flows.cluster.image_progress import RichImageProgress, parse_step
-from flows.cluster.wheelhouse import Wheelhouse
+from flows.cluster.build.progress import RichImageProgress, parse_step
+from flows.cluster.build.wheelhouse import Wheelhouse
 from flows.errors import BuildError, SpecError
 
 DOCKERFILE = b"ARG BASE\nFROM ${BASE}\n"

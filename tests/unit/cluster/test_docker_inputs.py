@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.base_image import (
+from flows.cluster.build.base_image import (
     BaseImageSpec,
     host_mirror,
     mirror_from_sources,
     rootfs_tarball,
 )
-from flows.cluster.wheelhouse import (
+from flows.cluster.build.wheelhouse import (
     WheelhouseSpec,
     engine_requirements,
     ensure_wheelhouse,

@@ -13,8 +13,12 @@ from typing import Any
 import pytest
 from docker.errors import NotFound
 
-from flows.cluster import docker_ranks
-from flows.cluster.docker_ranks import (
+from flows.cluster.boot.session import ClusterSession, load_session, runtime_for, save_session
+from flows.cluster.boot.timeline import BootTimeline
+from flows.cluster.runtime import docker as docker_ranks
+from flows.cluster.runtime.base import RankHandle
+from flows.cluster.runtime.containers import create_options
+from flows.cluster.runtime.docker import (
     DockerRanks,
     node_daemons,
     owned_folders,
@@ -22,16 +26,12 @@ from flows.cluster.docker_ranks import (
     rank_status,
     run_arg_options,
 )
-from flows.cluster.docker_runtime import create_options
-from flows.cluster.runtime import RankHandle
-from flows.cluster.session import ClusterSession, load_session, runtime_for, save_session
-from flows.cluster.timeline import BootTimeline
 from flows.errors import ClusterError
 from flows.gates.release_tests_docker import container_argv, image_tree
 from flows.spec.cluster import Cluster
+from flows.spec.launch import render_all
 from flows.spec.load import load_model
 from flows.spec.release import Release
-from flows.spec.render import render_all
 
 ROOT = Path(__file__).resolve().parents[3]
 RING = ROOT / "config" / "examples" / "tp4-ring.yaml"

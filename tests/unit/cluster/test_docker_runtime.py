@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.distribute import compare_facts, image_facts
-from flows.cluster.docker_runtime import (
+from flows.cluster.build.distribute import compare_facts, image_facts
+from flows.cluster.lab.dockerd import daemon_root, dockerd_argv, start_dockerd
+from flows.cluster.runtime.containers import (
     BindMount,
     RankContainer,
     container_state,
     create_options,
     plan_container,
 )
-from flows.cluster.dockerd import daemon_root, dockerd_argv, start_dockerd
 from flows.errors import BuildError, ClusterError
-from flows.spec.render import LaunchPlan
+from flows.spec.launch import LaunchPlan
 
 
 def test_daemon_lives_under_the_state_dir(tmp_path: Path) -> None:

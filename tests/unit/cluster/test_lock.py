@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.lock import ClusterLock, LockSettings, force_unlock, read_lock
+from flows.cluster.ops.lock import ClusterLock, LockSettings, force_unlock, read_lock
 from flows.cluster.transport import LocalTransport
 from flows.errors import ClusterError, LockHeldError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from flows.cluster.lock import ClusterLock, lock_settings, read_lock
+from flows.cluster.ops.lock import ClusterLock, lock_settings, read_lock
 from flows.cluster.transport import LocalTransport
 from flows.commands.cluster import load_cluster
 

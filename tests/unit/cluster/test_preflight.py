@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.preflight import (
+from flows.cluster.ops.preflight import (
     GIB,
     CustomOutcome,
     NodeFacts,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.dockerd import DockerDaemon, start_dockerd, stop_dockerd
-from flows.cluster.preflight import run_preflight
+from flows.cluster.lab.dockerd import DockerDaemon, start_dockerd, stop_dockerd
+from flows.cluster.ops.preflight import run_preflight
 from flows.cluster.transport import LocalTransport
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

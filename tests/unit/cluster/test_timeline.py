@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from flows.cluster.timeline import LogReader, build_timeline
+from flows.cluster.boot.timeline import LogReader, build_timeline
 from flows.spec.engine import LogEvents, Logs
 
 JSONL = Logs(

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from flows.board import StageBoard
+from flows.ui.board import StageBoard
 
 
 def _text(board: StageBoard) -> str:

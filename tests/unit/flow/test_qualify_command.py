@@ -7,7 +7,7 @@ from prefect.states import Completed, Failed
 
 from flows.commands.qualify import _outcome
 from flows.errors import GateFailedError, LockHeldError
-from flows.qualify import QualifyOutcome
+from flows.pipeline.qualify import QualifyOutcome
 
 OUTCOME = QualifyOutcome(
     release="r2", verdict="failed at benchmark: slower", failed_gate="benchmark",

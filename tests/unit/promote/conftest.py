@@ -1,7 +1,7 @@
 """Promotion unit tests: a private project root with records written as record.json files.
 
-`flows.promote` imports Prefect, so the project's Prefect environment is fixed first; no server
-is started by these tests (nothing here pauses or resumes a run).
+`flows.pipeline.promote` imports Prefect, so the project's Prefect environment is fixed first;
+no server is started by these tests (nothing here pauses or resumes a run).
 """
 
 from __future__ import annotations

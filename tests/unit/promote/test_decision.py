@@ -15,10 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from flows import embedded, promote
-from flows.embedded import SERVERS_DIR, advertised, running_backend
 from flows.errors import PromotionError
-from flows.promote import Decision, decide_promotion, no_decision, pause_timeout_s, read_log
+from flows.pipeline import embedded, promote
+from flows.pipeline.embedded import SERVERS_DIR, advertised, running_backend
+from flows.pipeline.promote import (
+    Decision,
+    decide_promotion,
+    no_decision,
+    pause_timeout_s,
+    read_log,
+)
 from flows.spec.release import Promotion, Release, load_release
 
 

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from flows import promote
 from flows.cli import main
-from flows.promote import (
+from flows.pipeline import promote
+from flows.pipeline.promote import (
     LOG_FILE,
     POINTER_FILE,
     LogEntry,

@@ -9,7 +9,7 @@ from typing import Any
 
 from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
-from flows.cluster.timeline import BootTimeline, RankTimeline
+from flows.cluster.boot.timeline import BootTimeline, RankTimeline
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark import Role, arm_folder, points_summary, run_session
 from flows.gates.determinism import judge

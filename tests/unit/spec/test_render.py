@@ -10,9 +10,9 @@ import pytest
 from flows.cli import main
 from flows.errors import SpecError
 from flows.spec.cluster import Cluster
+from flows.spec.launch import render_all, render_launch
 from flows.spec.load import load_model
 from flows.spec.release import Release, load_previous, load_release
-from flows.spec.render import render_all, render_launch
 from flows.spec.template import fill, placeholders
 
 ROOT = Path(__file__).resolve().parents[3]

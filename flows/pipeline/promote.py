@@ -41,10 +41,10 @@ from prefect.flow_runs import pause_flow_run, resume_flow_run
 from prefect.input import RunInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from flows.cluster.boot import probe_ready
-from flows.cluster.lock import ClusterLock, lock_settings
-from flows.cluster.process_build import build_release
-from flows.cluster.session import load_session, start_release, stop_session
+from flows.cluster.boot.session import load_session, start_release, stop_session
+from flows.cluster.boot.watch import probe_ready
+from flows.cluster.build.wheel import build_release
+from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
 from flows.errors import BootError, PromotionError, SparkgateError, SpecError
@@ -52,6 +52,7 @@ from flows.gates.base import api_base_url
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
 from flows.gates.prompts import LONG_ID, Prompt
 from flows.gates.traffic import complete, open_client
+from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record, record_hashes
 from flows.record.atomic import write_text
 from flows.record.model import Record, verdict_passes
@@ -59,7 +60,6 @@ from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, load_release
-from flows.stages import GATES
 
 POINTER_FILE = Path("config/promoted.yaml")
 LOG_FILE = Path("experiments/promotions.jsonl")
@@ -460,7 +460,7 @@ def resume_paused(release: str, decision: Decision) -> str:
     embedded server (a waiting `sparkgate qualify` keeps one). Retries while a database is
     locked or a server answers 503.
     """
-    from flows.embedded import running_backend  # noqa: PLC0415
+    from flows.pipeline.embedded import running_backend  # noqa: PLC0415
 
     with running_backend() as url:
         if url is None:

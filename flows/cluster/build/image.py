@@ -27,8 +27,8 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 from pydantic import BaseModel, ConfigDict
 
-from flows.cluster.image_progress import ImageProgress, NullProgress, parse_step
-from flows.cluster.wheelhouse import Wheelhouse
+from flows.cluster.build.progress import ImageProgress, NullProgress, parse_step
+from flows.cluster.build.wheelhouse import Wheelhouse
 from flows.errors import BuildError, SpecError
 
 BUILD_TIMEOUT_S = 1800

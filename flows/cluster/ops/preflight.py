@@ -19,8 +19,8 @@ from docker.errors import DockerException
 from pydantic import BaseModel, ConfigDict, Field
 from requests.exceptions import RequestException
 
-from flows.cluster.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.base import Transport
+from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import ClusterError, HostKeyError, TransportError
 from flows.spec.cluster import Cluster, DockerRuntime, Node, PreflightCheck
 from flows.spec.template import fill

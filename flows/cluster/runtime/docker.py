@@ -1,6 +1,6 @@
 """The docker runtime: ranks as containers of the release image, one per node's daemon.
 
-This adapts the container functions of `flows.cluster.docker_runtime` to the `Runtime` protocol
+This adapts the container functions of `flows.cluster.runtime.containers` to the `Runtime` protocol
 the boot loop, the evidence capture and `sparkgate cluster stop|status|logs` use. A rank
 container runs with host networking and its cache folders bind-mounted at the node's own paths,
 so cold and warm boots are decided on the node's disk and `caches.py` empties them through the
@@ -20,8 +20,8 @@ from typing import Any, Literal
 import docker
 from docker.types import DeviceRequest, Ulimit
 
-from flows.cluster.docker_client import DockerEndpoint, connect
-from flows.cluster.docker_runtime import (
+from flows.cluster.runtime.base import RankHandle, RankStatus
+from flows.cluster.runtime.containers import (
     BindMount,
     RankContainer,
     inspect_document,
@@ -32,12 +32,12 @@ from flows.cluster.docker_runtime import (
     run_rank,
     stop_rank,
 )
-from flows.cluster.runtime import RankHandle, RankStatus
 from flows.cluster.transport.base import Transport
+from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, ClusterError, TransportError
 from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
+from flows.spec.launch import LaunchPlan, placeholder_values
 from flows.spec.release import Release
-from flows.spec.render import LaunchPlan, placeholder_values
 from flows.spec.template import fill
 
 CHOWN_TIMEOUT_S = 120.0

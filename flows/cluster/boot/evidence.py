@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flows.cluster.caches import cache_sizes
-from flows.cluster.runtime import RankHandle, Runtime
+from flows.cluster.boot.caches import cache_sizes
+from flows.cluster.runtime.base import RankHandle, Runtime
 from flows.cluster.transport.base import Transport
 
 

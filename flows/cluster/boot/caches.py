@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError
+from flows.spec.launch import LaunchPlan
 from flows.spec.release import BootMode
-from flows.spec.render import LaunchPlan
 
 
 class CacheTarget(BaseModel):

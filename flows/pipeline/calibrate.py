@@ -255,16 +255,16 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
     """Run one release in every arm on the cluster and publish a calibration record."""
     from prefect import get_run_logger  # noqa: PLC0415
 
-    from flows.cluster.lock import ClusterLock, lock_settings  # noqa: PLC0415
+    from flows.cluster.ops.lock import ClusterLock, lock_settings  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
-    from flows.qualify import (  # noqa: PLC0415
+    from flows.pipeline.qualify import (  # noqa: PLC0415
         _versions,
         build_task,
         distribute_task,
         preflight_task,
     )
+    from flows.pipeline.schedule import cluster_slot  # noqa: PLC0415
     from flows.record import open_record  # noqa: PLC0415
-    from flows.schedule import cluster_slot  # noqa: PLC0415
     from flows.settings import project_root, state_dir  # noqa: PLC0415
     from flows.spec.cluster import Cluster  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415

@@ -3,7 +3,7 @@
 A runtime starts a rank from its launch plan, says whether it still runs (and how it ended),
 returns its log, stops it (signal, grace, then kill) and describes it for evidence. `process`
 runs the engine as a process group through the node's transport; `docker` runs the release image
-through the node's daemon (`flows.cluster.docker_ranks`). The handle of a started rank is a plain
+through the node's daemon (`flows.cluster.runtime.docker`). The handle of a started rank is a plain
 model, so `sparkgate cluster stop` in another process can find what `cluster start` left running.
 """
 
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.transport.base import Transport
 from flows.errors import TransportError
-from flows.spec.render import LaunchPlan
+from flows.spec.launch import LaunchPlan
 
 STOP_POLL_S = 0.2
 # The wrapper keeps the rank's exit status: a trapped signal waits for the engine to finish,

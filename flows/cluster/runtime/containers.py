@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from requests.exceptions import RequestException
 
 from flows.errors import BootError, ClusterError
-from flows.spec.render import LaunchPlan
+from flows.spec.launch import LaunchPlan
 
 LABEL = "io.sparkgate"
 DEFAULT_GRACE_S = 10.0

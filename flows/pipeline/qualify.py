@@ -26,22 +26,22 @@ from prefect.states import Failed
 from pydantic import BaseModel, ConfigDict
 
 from flows import __version__
-from flows.board import StageBoard, current_board
-from flows.cluster.lock import ClusterLock, lock_settings
-from flows.cluster.preflight import run_preflight
-from flows.cluster.process_build import ProcessBuild, build_release, install_everywhere
+from flows.cluster.build.wheel import ProcessBuild, build_release, install_everywhere
+from flows.cluster.ops.lock import ClusterLock, lock_settings
+from flows.cluster.ops.preflight import run_preflight
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
 from flows.errors import SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
-from flows.promote import decide_promotion
+from flows.pipeline.promote import decide_promotion
+from flows.pipeline.schedule import cluster_slot
+from flows.pipeline.stages import GATES, QUALIFIED, digest_of, gate_cache_key, verdict
 from flows.record import latest_record, open_record, record_hashes, write_index
-from flows.schedule import cluster_slot
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, load_previous, load_release
-from flows.stages import GATES, QUALIFIED, digest_of, gate_cache_key, verdict
+from flows.ui.board import StageBoard, current_board
 
 RESULTS_DIR = "prefect-results"
 
@@ -97,7 +97,7 @@ def distribute_task(
     """Put the build on every node and verify it: the same distributions in every virtual
     environment, or (docker) the release image built once and one image ID on every node."""
     if cluster.runtime.kind == "docker":
-        from flows.cluster.docker_release import release_image_for  # noqa: PLC0415
+        from flows.cluster.build.docker_release import release_image_for  # noqa: PLC0415
 
         image = release_image_for(cluster, release, state, say)
         verb = "reused" if image.built.reused else "built"
@@ -270,8 +270,8 @@ def _gate_runner(
         determinism = results.get("determinism")
         reference = determinism.summary.get("hashes") if determinism else None
         return lambda: run_cold_boots(context, settings, out_dir, reference=reference)
-    from flows.calibrate import ledger_for  # noqa: PLC0415
     from flows.gates.benchmark import run_benchmark  # noqa: PLC0415
+    from flows.pipeline.calibrate import ledger_for  # noqa: PLC0415
 
     return lambda: run_benchmark(context, settings, out_dir, ledger=ledger_for(context, settings))
 

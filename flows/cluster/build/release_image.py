@@ -15,16 +15,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from flows.cluster.base_image import BaseImageSpec, ensure_base_image, host_mirror
-from flows.cluster.distribute import NodeImage, distribute_image
-from flows.cluster.docker_client import DockerEndpoint, connect
-from flows.cluster.image import BuildRequest, BuiltImage, build_image
-from flows.cluster.image_progress import ImageProgress
-from flows.cluster.wheelhouse import engine_requirements, ensure_wheelhouse, host_spec
+from flows.cluster.build.base_image import BaseImageSpec, ensure_base_image, host_mirror
+from flows.cluster.build.distribute import NodeImage, distribute_image
+from flows.cluster.build.image import BuildRequest, BuiltImage, build_image
+from flows.cluster.build.progress import ImageProgress
+from flows.cluster.build.wheelhouse import engine_requirements, ensure_wheelhouse, host_spec
+from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SpecError
 from flows.spec.cluster import Cluster, DockerRuntime
+from flows.spec.launch import placeholder_values
 from flows.spec.release import Release
-from flows.spec.render import placeholder_values
 from flows.spec.template import fill
 
 

@@ -22,9 +22,9 @@ from docker.errors import DockerException, ImageNotFound
 from pydantic import BaseModel, ConfigDict
 from requests.exceptions import RequestException
 
-from flows.cluster.docker_client import DockerEndpoint, connect
-from flows.cluster.fanout import Fanout
-from flows.cluster.image_progress import ImageProgress, NullProgress
+from flows.cluster.build.fanout import Fanout
+from flows.cluster.build.progress import ImageProgress, NullProgress
+from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SparkgateError
 
 CHUNK_BYTES = 1 << 20

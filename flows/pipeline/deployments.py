@@ -17,8 +17,8 @@ from prefect import flow
 from pydantic import Field
 
 from flows.errors import SpecError
-from flows.promote import promote_flow
-from flows.qualify import QualifyOutcome, qualify_flow
+from flows.pipeline.promote import promote_flow
+from flows.pipeline.qualify import QualifyOutcome, qualify_flow
 from flows.settings import project_root
 
 Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_./-]+$")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from flows.cluster.release_image import ReleaseImage, build_release_image, docker_endpoints
+from flows.cluster.build.release_image import ReleaseImage, build_release_image, docker_endpoints
 from flows.errors import BuildError
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release

@@ -19,13 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from flows.cluster.evidence import capture, evidence_folder
-from flows.cluster.runtime import RankHandle, Runtime
-from flows.cluster.timeline import BootTimeline, LogEvent, LogReader, build_timeline
+from flows.cluster.boot.evidence import capture, evidence_folder
+from flows.cluster.boot.timeline import BootTimeline, LogEvent, LogReader, build_timeline
+from flows.cluster.runtime.base import RankHandle, Runtime
 from flows.cluster.transport.base import Transport
 from flows.errors import BootError, SparkgateError
 from flows.spec.engine import EngineProfile
-from flows.spec.render import LaunchPlan
+from flows.spec.launch import LaunchPlan
 
 PROBE_TIMEOUT_S = 3.0
 LOG_TAIL_CHARS = 1500

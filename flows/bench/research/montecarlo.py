@@ -7,7 +7,7 @@ arm, per-sample noise within arms and an A/A ledger drawn from the same model, r
 stay <= 5 %), the power at a true 3 % change, and how the non-inferiority gate behaves at a true
 3 % slowdown (pass rate <= 2.5 %) and a 5 % slowdown.
 
-Run `python -m flows.bench.montecarlo` to print the table.
+Run `python -m flows.bench.research.montecarlo` to print the table.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 
 from flows.bench.stats import Arm, estimate_arms
-from flows.console import out_console
+from flows.ui.console import out_console
 
 ROLES = (True, False, True)  # C1, P, C2
 

@@ -17,16 +17,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.cluster.boot import EventSink, boot, stop_all
-from flows.cluster.caches import CacheTarget, empty_caches
-from flows.cluster.process_build import build_release, install_everywhere
-from flows.cluster.runtime import ProcessRuntime, RankHandle, RankStatus, Runtime
-from flows.cluster.timeline import BootTimeline
+from flows.cluster.boot.caches import CacheTarget, empty_caches
+from flows.cluster.boot.timeline import BootTimeline
+from flows.cluster.boot.watch import EventSink, boot, stop_all
+from flows.cluster.build.wheel import build_release, install_everywhere
+from flows.cluster.runtime.base import ProcessRuntime, RankHandle, RankStatus, Runtime
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError
 from flows.spec.cluster import Cluster
+from flows.spec.launch import LaunchPlan, render_all, render_launch
 from flows.spec.release import Release
-from flows.spec.render import LaunchPlan, render_all, render_launch
 
 Progress = Callable[[str], None]
 MODEL_TIMEOUT_S = 600.0
@@ -105,7 +105,7 @@ def runtime_for(
     """The runtime the cluster file asks for; docker starts need the release and its image."""
     if cluster.runtime.kind == "process":
         return ProcessRuntime(dict(transports))
-    from flows.cluster.docker_ranks import DockerRanks  # noqa: PLC0415 - docker SDK on demand
+    from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415 - docker SDK on demand
 
     return DockerRanks(cluster, transports, release=release, image=image)
 
@@ -120,7 +120,7 @@ def prepare_plans(
     """Build once and put the build on every node (a virtual environment, or the release
     image for docker); render each rank's plan."""
     if cluster.runtime.kind == "docker":
-        from flows.cluster.docker_release import release_image_for  # noqa: PLC0415
+        from flows.cluster.build.docker_release import release_image_for  # noqa: PLC0415
 
         image = release_image_for(cluster, release, state, progress)
         plans = render_all(cluster, release)
@@ -154,7 +154,7 @@ def ensure_models(
         if progress:
             progress(f"{plan.node}: preparing the model at {plan.model_dir}")
         if runtime is not None and runtime.kind == "docker":
-            from flows.cluster.docker_ranks import DockerRanks  # noqa: PLC0415
+            from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415
 
             assert isinstance(runtime, DockerRanks)
             runtime.prepare_model(plan, MODEL_TIMEOUT_S)

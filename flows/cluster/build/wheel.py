@@ -21,14 +21,14 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
-from flows.cluster.image import context_files, source_digest
-from flows.cluster.transport.base import Transport
-from flows.cluster.wheelhouse import (
+from flows.cluster.build.image import context_files, source_digest
+from flows.cluster.build.wheelhouse import (
     LOCK_NAME,
     engine_requirements,
     ensure_wheelhouse,
     host_spec,
 )
+from flows.cluster.transport.base import Transport
 from flows.errors import BuildError
 from flows.spec.release import Release
 

@@ -359,7 +359,7 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
 
 def _start_dockerds(lab_dir: Path, record: _Recorder) -> list[str]:
     """One private dockerd per host inside its namespace; returns their socket paths."""
-    from flows.cluster.dockerd import start_dockerd  # noqa: PLC0415 - docker only when asked
+    from flows.cluster.lab.dockerd import start_dockerd  # noqa: PLC0415 - docker only when asked
 
     sockets = []
     for host in record.state.hosts:
@@ -371,7 +371,7 @@ def _start_dockerds(lab_dir: Path, record: _Recorder) -> list[str]:
 
 def _stop_dockerds(state: LabState) -> None:
     """Stop each recorded dockerd and delete its folder (images included: it is a test lab)."""
-    from flows.cluster.dockerd import (  # noqa: PLC0415
+    from flows.cluster.lab.dockerd import (  # noqa: PLC0415
         DockerDaemon,
         remove_daemon_state,
         stop_dockerd,

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from flows.stages import STAGE_TITLES, STAGES
+from flows.pipeline.stages import STAGE_TITLES, STAGES
 
 _COLOURS = {
     "pending": "dim",

@@ -1,0 +1,1 @@
+"""Cluster operations around a run: the lock that keeps one driver per cluster, and preflight."""

@@ -1,0 +1,4 @@
+"""One client of the engine's HTTP API.
+
+OpenAI wire models, SSE parsing, metrics scrape, readiness.
+"""

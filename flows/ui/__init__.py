@@ -1,0 +1,1 @@
+"""The terminal: rich consoles and the stage board, an observer of stage events."""
