@@ -14,7 +14,6 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,12 @@ from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.ops.preflight import run_preflight
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
-from flows.errors import SparkgateError
-from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.base import GateContext
+from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.promote import decide_promotion
 from flows.pipeline.schedule import cluster_slot
-from flows.pipeline.stages import GATES, QUALIFIED, digest_of, gate_cache_key, verdict
-from flows.record import latest_record, open_record, record_hashes, write_index
+from flows.pipeline.stages import GATES, QUALIFIED, verdict
+from flows.record import open_record, write_index
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -110,27 +109,6 @@ def distribute_task(
     return [f"{env.node}: {'reused' if env.reused else 'installed'}" for env in envs.values()]
 
 
-def _gate_key(_context: object, parameters: dict[str, Any]) -> str:
-    return str(parameters["key"])
-
-
-@task(name="gate", cache_key_fn=_gate_key, persist_result=True, cache_expiration=timedelta(days=30))
-def gate_task(
-    gate: str, key: str, run: Callable[[], GateResult], save: Callable[[GateResult], None]
-) -> GateResult | State[GateResult]:
-    """Run one gate, write its result into the record at once; a failed gate is not cached.
-
-    A failed gate ends its task Failed by returning the state (a verdict, not a crash: no
-    traceback in the log), with the result as the state's data.
-    """
-    del key  # part of the cache key only
-    result = run()
-    save(result)
-    if result.outcome == Outcome.FAILED:
-        return Failed(message=f"{gate}: {result.reason}", data=result)
-    return result
-
-
 # -- the flow ------------------------------------------------------------------------------------
 
 
@@ -175,7 +153,7 @@ def qualify_flow(
             )  # fmt: skip
             record.save_json("build.json", build.model_dump(mode="json"))
             say(f"record: {record.path}")
-            results = _run_gates(context, record, build.digest, fresh=fresh, view=view)
+            results = run_gates(context, record, build.digest, fresh=fresh, view=view)
     text, failed = verdict(results)
     view.start("verdict")
     view.finish("verdict", "passed" if text == QUALIFIED else "failed", text)
@@ -199,106 +177,6 @@ def qualify_flow(
         return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
     decided = decide_promotion(release_file, release, published, wait=wait, progress=say)
     return outcome.model_copy(update={"promotion": decided})
-
-
-def _run_gates(
-    context: GateContext, record: Any, build_digest: str, *, fresh: bool, view: StageBoard
-) -> dict[str, GateResult]:
-    results: dict[str, GateResult] = {}
-    for gate in GATES:
-        settings = getattr(context.release.gates, gate)
-        view.start(gate)
-        if not settings.enabled:
-            result = _skipped(gate, "disabled in the release file")
-            record.save_stage(result)
-            results[gate] = result
-            view.finish(gate, "skipped", result.reason)
-            continue
-        key = gate_cache_key(
-            gate, build_digest=build_digest, cluster=context.cluster, settings=settings,
-            record=str(record.path),
-            extra={
-                "release": digest_of(context.release.engine),
-                "model": digest_of(context.release.model),
-                "previous": digest_of(context.previous) if context.previous else None,
-            },
-        )  # fmt: skip
-        run = _gate_runner(gate, context, record, results)
-        state = gate_task.with_options(name=gate, refresh_cache=fresh)(
-            gate, key, run, record.save_stage, return_state=True
-        )
-        if state.is_failed():
-            saved = record.load_stage(gate)
-            if saved is None:  # the gate crashed before it produced a verdict
-                saved = _skipped(gate, _state_message(state), outcome=Outcome.FAILED)
-                record.save_stage(saved)
-            results[gate] = saved
-            view.finish(gate, "failed", saved.reason)
-            break
-        finished = state.result()
-        if not isinstance(finished, GateResult):
-            raise SparkgateError(f"{gate}: the gate task returned {type(finished).__name__}")
-        if record.load_stage(gate) is None:  # cached result from an earlier run of this record
-            record.save_stage(finished)
-        results[gate] = finished
-        cached = state.name == "Cached"
-        status = (
-            "cached" if cached else ("skipped" if finished.outcome == Outcome.SKIPPED else "passed")
-        )
-        view.finish(gate, status, finished.reason)
-    return results
-
-
-def _gate_runner(
-    gate: str, context: GateContext, record: Any, results: dict[str, GateResult]
-) -> Callable[[], GateResult]:
-    """The call that runs one gate with what it needs from earlier gates and records."""
-    out_dir = record.stage_dir(gate)
-    settings = getattr(context.release.gates, gate)
-    if gate == "release_tests":
-        from flows.gates.release_tests import run_release_tests  # noqa: PLC0415
-
-        return lambda: run_release_tests(context, settings, out_dir)
-    if gate == "determinism":
-        from flows.gates.determinism import run_determinism  # noqa: PLC0415
-
-        previous_hashes = _previous_hashes(context)
-        return lambda: run_determinism(context, settings, out_dir, previous_hashes=previous_hashes)
-    if gate == "cold_boots":
-        from flows.gates.cold_boots import run_cold_boots  # noqa: PLC0415
-
-        determinism = results.get("determinism")
-        reference = determinism.summary.get("hashes") if determinism else None
-        return lambda: run_cold_boots(context, settings, out_dir, reference=reference)
-    from flows.gates.benchmark import run_benchmark  # noqa: PLC0415
-    from flows.pipeline.calibrate import ledger_for  # noqa: PLC0415
-
-    return lambda: run_benchmark(context, settings, out_dir, ledger=ledger_for(context, settings))
-
-
-def _previous_hashes(context: GateContext) -> dict[str, Any] | None:
-    if context.previous is None:
-        return None
-    found = latest_record(context.experiments, context.previous.name)
-    return record_hashes(found) if found is not None else None
-
-
-def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> GateResult:
-    from datetime import UTC, datetime  # noqa: PLC0415
-
-    return GateResult(
-        gate=gate, outcome=outcome, reason=reason, started_at=datetime.now(UTC), seconds=0.0
-    )
-
-
-def _state_message(state: Any) -> str:
-    try:
-        state.result()
-    except SparkgateError as error:
-        return str(error)
-    except Exception as error:  # noqa: BLE001 - any crash of a gate is reported, not re-raised
-        return f"{type(error).__name__}: {error}"
-    return str(state.message or "failed")
 
 
 def _versions() -> dict[str, str]:

@@ -1,0 +1,145 @@
+"""The gate loop: every gate in order, each as a cached Prefect task, stopping at the first failure.
+
+A gate that passed is cached by Prefect under a key covering the build digest, the resolved
+cluster, its settings and the record, so a re-run resumes at the first gate without a result. A
+failed gate ends its task Failed by returning a state (a verdict, not a crash); a gate that
+crashes before it produced a verdict is recorded as failed with the crash's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from prefect import task
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
+
+from flows.errors import SparkgateError
+from flows.gates.base import GateContext, GateResult, Outcome
+from flows.pipeline.stages import GATES, digest_of, gate_cache_key
+from flows.record import latest_record, record_hashes
+from flows.ui.board import StageBoard
+
+
+def _gate_key(_context: object, parameters: dict[str, Any]) -> str:
+    return str(parameters["key"])
+
+
+@task(name="gate", cache_key_fn=_gate_key, persist_result=True, cache_expiration=timedelta(days=30))
+def gate_task(
+    gate: str, key: str, run: Callable[[], GateResult], save: Callable[[GateResult], None]
+) -> GateResult | State[GateResult]:
+    """Run one gate, write its result into the record at once; a failed gate is not cached.
+
+    A failed gate ends its task Failed by returning the state (a verdict, not a crash: no
+    traceback in the log), with the result as the state's data.
+    """
+    del key  # part of the cache key only
+    result = run()
+    save(result)
+    if result.outcome == Outcome.FAILED:
+        return Failed(message=f"{gate}: {result.reason}", data=result)
+    return result
+
+
+def run_gates(
+    context: GateContext, record: Any, build_digest: str, *, fresh: bool, view: StageBoard
+) -> dict[str, GateResult]:
+    """Run every gate of the release in order; the results so far, up to the first failure."""
+    results: dict[str, GateResult] = {}
+    for gate in GATES:
+        settings = getattr(context.release.gates, gate)
+        view.start(gate)
+        if not settings.enabled:
+            result = _skipped(gate, "disabled in the release file")
+            record.save_stage(result)
+            results[gate] = result
+            view.finish(gate, "skipped", result.reason)
+            continue
+        key = gate_cache_key(
+            gate, build_digest=build_digest, cluster=context.cluster, settings=settings,
+            record=str(record.path),
+            extra={
+                "release": digest_of(context.release.engine),
+                "model": digest_of(context.release.model),
+                "previous": digest_of(context.previous) if context.previous else None,
+            },
+        )  # fmt: skip
+        run = _gate_runner(gate, context, record, results)
+        state = gate_task.with_options(name=gate, refresh_cache=fresh)(
+            gate, key, run, record.save_stage, return_state=True
+        )
+        if state.is_failed():
+            saved = record.load_stage(gate)
+            if saved is None:  # the gate crashed before it produced a verdict
+                saved = _skipped(gate, _state_message(state), outcome=Outcome.FAILED)
+                record.save_stage(saved)
+            results[gate] = saved
+            view.finish(gate, "failed", saved.reason)
+            break
+        finished = state.result()
+        if not isinstance(finished, GateResult):
+            raise SparkgateError(f"{gate}: the gate task returned {type(finished).__name__}")
+        if record.load_stage(gate) is None:  # cached result from an earlier run of this record
+            record.save_stage(finished)
+        results[gate] = finished
+        cached = state.name == "Cached"
+        status = (
+            "cached" if cached else ("skipped" if finished.outcome == Outcome.SKIPPED else "passed")
+        )
+        view.finish(gate, status, finished.reason)
+    return results
+
+
+def _gate_runner(
+    gate: str, context: GateContext, record: Any, results: dict[str, GateResult]
+) -> Callable[[], GateResult]:
+    """The call that runs one gate with what it needs from earlier gates and records."""
+    out_dir = record.stage_dir(gate)
+    settings = getattr(context.release.gates, gate)
+    if gate == "release_tests":
+        from flows.gates.release_tests import run_release_tests  # noqa: PLC0415
+
+        return lambda: run_release_tests(context, settings, out_dir)
+    if gate == "determinism":
+        from flows.gates.determinism import run_determinism  # noqa: PLC0415
+
+        previous_hashes = _previous_hashes(context)
+        return lambda: run_determinism(context, settings, out_dir, previous_hashes=previous_hashes)
+    if gate == "cold_boots":
+        from flows.gates.cold_boots import run_cold_boots  # noqa: PLC0415
+
+        determinism = results.get("determinism")
+        reference = determinism.summary.get("hashes") if determinism else None
+        return lambda: run_cold_boots(context, settings, out_dir, reference=reference)
+    from flows.gates.benchmark import run_benchmark  # noqa: PLC0415
+    from flows.pipeline.calibrate import ledger_for  # noqa: PLC0415
+
+    return lambda: run_benchmark(context, settings, out_dir, ledger=ledger_for(context, settings))
+
+
+def _previous_hashes(context: GateContext) -> dict[str, Any] | None:
+    if context.previous is None:
+        return None
+    found = latest_record(context.experiments, context.previous.name)
+    return record_hashes(found) if found is not None else None
+
+
+def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> GateResult:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    return GateResult(
+        gate=gate, outcome=outcome, reason=reason, started_at=datetime.now(UTC), seconds=0.0
+    )
+
+
+def _state_message(state: Any) -> str:
+    try:
+        state.result()
+    except SparkgateError as error:
+        return str(error)
+    except Exception as error:  # noqa: BLE001 - any crash of a gate is reported, not re-raised
+        return f"{type(error).__name__}: {error}"
+    return str(state.message or "failed")
