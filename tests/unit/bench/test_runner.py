@@ -165,7 +165,9 @@ def test_every_workload_produces_gated_values_on_distinct_prompts(
     replays = 2 * 3  # two warm replays in each of 1 warm-up + 2 samples of the prefix point
     assert len(fake.prompts) - len(set(fake.prompts)) == replays  # only warm replays repeat
     assert arm.points["prefill/128"].samples[0].receipts[0].prompt_tokens == 128
-    assert arm.discarded == []
+    # No foreign traffic here: a sample may only be repeated because this loaded machine starved
+    # the client itself (a saturation repeat), never for another reason.
+    assert all(entry.get("client_saturated") for entry in arm.discarded), arm.discarded
     assert arm.client is not None
     assert arm.client.chunks > 0
 
