@@ -11,11 +11,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from flows.errors import SpecError
+from flows.settings import project_root
 from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath, shown
 from flows.spec.load import load_model
+
+
+def nearest_config(start: Path | None, name: str) -> Path:
+    """`config/<name>` in `start` or the closest folder above it; else the project's."""
+    if start is not None:
+        for folder in (start, *start.parents):
+            candidate = folder / "config" / name
+            if candidate.is_file():
+                return candidate
+    return project_root() / "config" / name
+
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 BootMode = Literal["warm", "one-rank-kernels", "all-kernels", "all-jit"]
@@ -88,10 +100,23 @@ class ReleaseTestsGate(Gate):
     """Release tests: the classified engine tests, run in the release image on one node."""
 
     classification: SpecPath = Field(
-        default=Path("../config/release-tests.yaml"),
-        description="The release-tests file (relative to this release).",
+        default=None,
+        validate_default=True,
+        description=(
+            "The release-tests file (relative to this release); default: the nearest"
+            " config/release-tests.yaml in this release's folder or above it."
+        ),
     )
     node: str | None = Field(default=None, description="Node to run on (default: the head).")
+
+    @field_validator("classification", mode="before")
+    @classmethod
+    def _nearest_classification(cls, value: object, info: ValidationInfo) -> object:
+        """A release kept in a subfolder (releases/faulty/) finds the project's file too."""
+        if value is not None:
+            return value
+        start = info.context.file.parent if isinstance(info.context, SpecContext) else None
+        return nearest_config(start, "release-tests.yaml")
 
 
 class DeterminismGate(Gate):

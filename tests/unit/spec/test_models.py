@@ -10,6 +10,7 @@ from flows.errors import MultipleSpecError, SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.kinds import available_kinds, load_spec
 from flows.spec.load import load_model
+from flows.spec.release import Release
 from flows.spec.release_tests import ReleaseTests
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -93,3 +94,13 @@ def test_every_engine_test_file_is_classified() -> None:
     assert spec.unclassified(names) == [], "classify it in config/release-tests.yaml"
     assert sorted(set(spec.files) - set(names)) == [], "classified files that do not exist"
     assert spec.gate_files()
+
+
+def test_a_release_in_a_subfolder_defaults_to_the_projects_classification() -> None:
+    """releases/faulty/*.yaml name no classification: config/ is found, not releases/config/."""
+    for name in ("r1.yaml", "faulty/slower.yaml", "faulty/lazy-kernel.yaml"):
+        release = load_model(ROOT / "releases" / name, Release)
+        assert release.gates.release_tests.classification == ROOT / "config/release-tests.yaml"
+    failing = load_model(ROOT / "releases/faulty/failing-test.yaml", Release)
+    expected = ROOT / "releases/faulty/failing-test/release-tests.yaml"
+    assert failing.gates.release_tests.classification == expected
