@@ -26,8 +26,8 @@ from flows.cluster.runtime.docker import (
     rank_status,
     run_arg_options,
 )
+from flows.cluster.runtime.docker_tests import container_argv, image_tree
 from flows.errors import ClusterError
-from flows.gates.release_tests_docker import container_argv, image_tree
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
 from flows.spec.load import load_model
