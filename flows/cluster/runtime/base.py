@@ -6,8 +6,8 @@ loop it starts a rank from its launch plan, says whether it still runs (and how 
 returns its log, stops it (signal, grace, then kill) and describes it for evidence. `process`
 (`flows.cluster.runtime.process`) runs the engine as a process group through the node's
 transport; `docker` (`flows.cluster.runtime.docker`) runs the release image through the node's
-daemon. The handle of a started rank is a plain
-model, so `sparkgate cluster stop` in another process can find what `cluster start` left running.
+daemon. The handle of a started rank is a plain model, so `sparkgate cluster stop` in another
+process can find what `cluster start` left running.
 """
 
 from __future__ import annotations
@@ -15,22 +15,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.boot.caches import CacheTarget
+from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.wheel import ProcessBuild
 from flows.lines import LineSink
 from flows.spec.cluster import Node
 from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
 
-if TYPE_CHECKING:
-    from flows.cluster.build.release_image import ImageBuild
-    from flows.cluster.build.wheel import ProcessBuild
-
-    Build = ProcessBuild | ImageBuild
-    """A build kind: a wheel and its wheelhouse (process) or a release image (docker)."""
+Build = ProcessBuild | ImageBuild
+"""A build kind: a wheel and its wheelhouse (process) or a release image (docker)."""
 
 
 class RankHandle(BaseModel):

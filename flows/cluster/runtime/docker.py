@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import docker
 from docker.errors import DockerException
@@ -29,7 +29,7 @@ from requests.exceptions import RequestException
 from flows.cluster.boot.caches import CacheTarget, empty_caches
 from flows.cluster.build.docker_release import build_for, distribute_for
 from flows.cluster.build.release_image import ImageBuild
-from flows.cluster.runtime.base import Installed, NodeInstall, RankHandle, RankStatus
+from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
 from flows.cluster.runtime.containers import (
     BindMount,
     RankContainer,
@@ -50,9 +50,6 @@ from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
 from flows.spec.launch import LaunchPlan, placeholder_values
 from flows.spec.release import Release
 from flows.spec.template import fill
-
-if TYPE_CHECKING:
-    from flows.cluster.runtime.base import Build
 
 CHOWN_TIMEOUT_S = 120.0
 FACT_TIMEOUT_S = 30.0

@@ -14,11 +14,11 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from flows.cluster.boot.caches import CacheTarget, empty_caches
 from flows.cluster.build.wheel import ProcessBuild, build_release, install_everywhere
-from flows.cluster.runtime.base import Installed, NodeInstall, RankHandle, RankStatus
+from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
 from flows.cluster.runtime.pytest_host import ProcessTestHost, ship_tree, tree_files
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError, TransportError
@@ -26,9 +26,6 @@ from flows.lines import LineSink
 from flows.spec.cluster import Cluster, Node
 from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
-
-if TYPE_CHECKING:
-    from flows.cluster.runtime.base import Build
 
 STOP_POLL_S = 0.2
 FACT_TIMEOUT_S = 30.0
