@@ -30,6 +30,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from flows.bench.report import ClientStats, Receipt
+from flows.engine_api.sse import SseDecoder
 
 READ_BUFSIZE = 4 * 1024 * 1024
 ERROR_BODY_LIMIT = 500
@@ -161,21 +162,6 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _events(block: bytes) -> list[dict[str, Any]] | None:
-    """The JSON events of one SSE message; None for [DONE]. Comments and blanks are skipped."""
-    if block.startswith(b"data: {") and b"\n" not in block:  # the usual one-line message
-        return [orjson.loads(block[6:])]
-    out = []
-    for line in block.split(b"\n"):
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            return None
-        out.append(orjson.loads(data))
-    return out
-
-
 async def send(
     session: aiohttp.ClientSession,
     base_url: str,
@@ -201,13 +187,10 @@ async def send(
                 body = (await response.text())[:ERROR_BODY_LIMIT]
                 stream.error = f"HTTP {status}: {body}"
                 return stream.receipt(status, clock(), t0)
-            buffer = b""
+            decoder = SseDecoder()
             async for data in response.content.iter_any():
                 stamp = clock()  # before parsing: the parse cost is not the server's
-                buffer += data.replace(b"\r\n", b"\n")
-                *messages, buffer = buffer.split(b"\n\n")
-                for message in messages:
-                    events = _events(message)
+                for events in decoder.feed(data):
                     if events is None:
                         stream.done = True
                         continue

@@ -1,7 +1,8 @@
 """The few non-streaming calls the benchmark makes: models, tokenize, Prometheus metrics.
 
 They are rare and small, so plain blocking HTTP (urllib) keeps them simple; the streaming
-requests that are measured go through `flows.bench.client`.
+requests that are measured go through `flows.bench.client`. Bodies are read through the wire
+models of `flows.engine_api.wire`; metrics through `flows.engine_api.metrics`.
 """
 
 from __future__ import annotations
@@ -13,33 +14,11 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from flows.engine_api.metrics import DEFAULT_METRICS, parse_prometheus
+from flows.engine_api.wire import ModelList, TokenizeResponse
 from flows.errors import BenchError
 
-DEFAULT_METRICS = {
-    "running": "sparkengine_requests_running",
-    "waiting": "sparkengine_requests_waiting",
-    "prompt_tokens": "sparkengine_prompt_tokens_total",
-    "generation_tokens": "sparkengine_generation_tokens_total",
-}
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum every sample of each metric name over its label sets (`_bucket` etc. kept apart)."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_part, _, rest = line.partition(" ") if "{" not in line else line.partition("}")
-        name = name_part.split("{")[0].strip()
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        values[name] = values.get(name, 0.0) + value
-    return values
+__all__ = ["DEFAULT_METRICS", "Endpoint", "parse_prometheus"]
 
 
 @dataclass
@@ -74,16 +53,15 @@ class Endpoint:
 
     def models(self) -> dict[str, int | None]:
         """Served model ids and their context length when the server says (GET /v1/models)."""
-        data = json.loads(self._request("/v1/models"))
-        return {str(m["id"]): m.get("max_model_len") for m in data.get("data", [])}
+        listing = ModelList.model_validate_json(self._request("/v1/models"))
+        return {card.id: card.max_model_len for card in listing.data}
 
     def tokenize(self, text: str, model: str | None = None) -> list[int]:
         """Token ids of `text` by the server's own tokenizer (POST /tokenize)."""
         body: dict[str, Any] = {"prompt": text}
         if model:
             body["model"] = model
-        data = json.loads(self._request("/tokenize", body))
-        return [int(t) for t in data["tokens"]]
+        return TokenizeResponse.model_validate_json(self._request("/tokenize", body)).tokens
 
     def metrics(self) -> dict[str, float]:
         """The mapped metrics (running, waiting, token counters) that the server exports."""

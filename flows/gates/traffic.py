@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 
+from flows.engine_api.sse import SseDecoder
 from flows.errors import GateError
 from flows.gates.outputs import Output
 from flows.gates.prompts import Prompt
@@ -117,11 +118,11 @@ async def stream(
         if response.status != 200:
             detail = (await response.text())[:_ERROR_CHARS]
             raise GateError(f"stream {prompt.id}: HTTP {response.status}: {detail}")
-        async for raw in response.content:
-            line = raw.decode().strip()
-            if not line.startswith("data:") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[len("data:") :])
+        decoder, chunks = SseDecoder(), list[dict[str, Any]]()
+        async for raw in response.content.iter_any():
+            chunks.extend(event for events in decoder.feed(raw) for event in events or [])
+        chunks.extend(event for events in decoder.finish() for event in events or [])
+        for chunk in chunks:
             for choice in chunk.get("choices") or []:
                 tokens.extend(int(t) for t in choice.get("token_ids") or [])
                 text.append(str(choice.get("text") or ""))

@@ -13,16 +13,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from flows.engine_api.ready import probe_ready
 from flows.errors import SparkgateError
+from flows.net import free_port
 from flows.record.atomic import write_text
 
 HEALTH_POLL_S = 0.2
@@ -40,7 +39,7 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
         return
     from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: PLC0415
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / "embedded-server.log").open("ab") as log:
@@ -104,11 +103,7 @@ def _read(file: Path) -> str:
 
 
 def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:  # noqa: S310
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    return probe_ready(f"{url}/health", timeout_s=2)
 
 
 def _server_argv(port: int) -> list[str]:
@@ -116,12 +111,6 @@ def _server_argv(port: int) -> list[str]:
         sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on",
     ]  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_healthy(url: str, server: subprocess.Popen[bytes], log: Path) -> None:

@@ -42,11 +42,11 @@ from prefect.input import RunInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows.cluster.boot.session import load_session, start_release, stop_session
-from flows.cluster.boot.watch import probe_ready
 from flows.cluster.build.wheel import build_release
 from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
+from flows.engine_api.ready import probe_ready
 from flows.errors import BootError, PromotionError, SparkgateError, SpecError
 from flows.gates.base import api_base_url
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash

@@ -1,53 +1,7 @@
-"""Atomic file writes for records: a reader never sees half a file, a crash never leaves one.
-
-Every record file is written to a temporary sibling, flushed to disk and renamed over its
-target, so record.json and result.json are either the old version or the new one.
-"""
+"""Atomic file writes for records (kept for the record code; the writes live in `flows.fileio`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
-from pathlib import Path
-from typing import Any
+from flows.fileio import dump_json, sha256_file, write_bytes, write_json, write_text
 
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        Path(temporary).replace(path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write UTF-8 text atomically."""
-    write_bytes(path, text.encode())
-
-
-def dump_json(data: Any) -> str:
-    """The one JSON layout of record files: sorted keys, indented, newline-terminated."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically in the record layout."""
-    write_text(path, dump_json(data))
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+__all__ = ["dump_json", "sha256_file", "write_bytes", "write_json", "write_text"]

@@ -9,7 +9,7 @@ import pytest
 
 from flows.cluster.boot.caches import cache_targets, empty_caches
 from flows.cluster.boot.watch import boot, stop_all
-from flows.cluster.runtime.base import ProcessRuntime
+from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.local import LocalTransport
 from flows.errors import BootError
 from flows.spec.cluster import Cluster

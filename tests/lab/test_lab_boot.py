@@ -15,7 +15,7 @@ import pytest
 
 from flows.cluster.boot.session import ensure_models
 from flows.cluster.boot.watch import boot, stop_all
-from flows.cluster.runtime.base import ProcessRuntime
+from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.factory import TransportPool
 from flows.errors import BootError
 from flows.spec.launch import LaunchPlan, render_all

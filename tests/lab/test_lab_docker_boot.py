@@ -26,6 +26,7 @@ import yaml
 from flows.cli import main
 from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up
 from flows.cluster.runtime.containers import cluster_containers
+from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.factory import TransportPool
 from flows.gates.base import GateContext, Outcome
 from flows.gates.release_tests import run_release_tests
@@ -224,4 +225,37 @@ def test_the_release_tests_gate_runs_pytest_inside_the_release_image(
     assert any("in the release image" in line for line in said)
     head = cluster.head.workdir
     assert list((Path(head) / "release-tests").iterdir()) == []
+    assert containers(cluster) == [[], [], []]
+
+
+def test_the_docker_runtime_builds_installs_and_runs_release_tests_in_its_image(
+    docker_lab: LabState, state: Path, release: Path, tmp_path: Path
+) -> None:
+    """The runtime seam alone: build, install everywhere, list the image's tree, run pytest."""
+    assert docker_lab.cluster_file is not None
+    cluster = load_model(docker_lab.cluster_file, Cluster)
+    chosen = load_model(release, Release)
+    overlay = tmp_path / "test_overlay.py"
+    overlay.write_text("def test_overlay_fails():\n    assert False\n")
+    said: list[str] = []
+    with TransportPool(cluster) as pool:
+        transports = {node.name: pool.node(node.name) for node in cluster.nodes}
+        runtime = runtime_for(cluster, transports, state, release=chosen)
+        installed = runtime.install(runtime.build(chosen, said.append), said.append)
+        assert installed.runtime == "docker"
+        assert installed.image is not None
+        assert installed.image.startswith("sparkengine:")
+        assert sorted(n.node for n in installed.nodes) == sorted(n.name for n in cluster.nodes)
+        host = runtime.release_tests(cluster.head.name, installed, said.append)
+        assert "tests/test_engine_tokenizer.py" in host.list_tree()
+        gate = ["tests/test_engine_tokenizer.py", "tests/test_overlay.py"]
+        run = host.run_pytest(
+            gate, {"tests/test_overlay.py": overlay}, tmp_path / "out", timeout=300
+        )
+    assert run.rc == 1, run.output[-2000:]
+    assert run.junit_xml is not None
+    assert "test_overlay_fails" in run.junit_xml
+    assert run.files == ["pytest.txt", "junit.xml"]
+    assert any("in the release image" in line for line in said)
+    assert list((Path(cluster.head.workdir) / "release-tests").iterdir()) == []
     assert containers(cluster) == [[], [], []]

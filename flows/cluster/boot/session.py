@@ -9,26 +9,32 @@ in another process find the very ranks (pids or containers) that this one left r
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.cluster.boot.caches import CacheTarget, empty_caches
+from flows.cluster.boot.caches import CacheTarget
 from flows.cluster.boot.timeline import BootTimeline
 from flows.cluster.boot.watch import EventSink, boot, stop_all
-from flows.cluster.build.wheel import build_release, install_everywhere
-from flows.cluster.runtime.base import ProcessRuntime, RankHandle, RankStatus, Runtime
+from flows.cluster.runtime.base import RankHandle, RankStatus, Runtime
+from flows.cluster.runtime.factory import runtime_for
+from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError
+from flows.fileio import write_text
+from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
-from flows.spec.launch import LaunchPlan, render_all, render_launch
+from flows.spec.launch import LaunchPlan, render_launch
 from flows.spec.release import Release
 
-Progress = Callable[[str], None]
+__all__ = [
+    "ClusterSession", "Prepared", "Started", "ensure_models", "forget_session", "load_session",
+    "prepare_plans", "runtime_for", "save_session", "session_file", "start_release",
+    "stop_session",
+]  # fmt: skip
 MODEL_TIMEOUT_S = 600.0
 
 
@@ -83,10 +89,7 @@ def load_session(state: Path, cluster: str) -> ClusterSession | None:
 def save_session(state: Path, session: ClusterSession) -> Path:
     """Write the session atomically (a reader never sees half a file)."""
     path = session_file(state, session.cluster)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(session.model_dump_json(indent=2))
-    partial.replace(path)
+    write_text(path, session.model_dump_json(indent=2))
     return path
 
 
@@ -95,75 +98,33 @@ def forget_session(state: Path, cluster: str) -> None:
     session_file(state, cluster).unlink(missing_ok=True)
 
 
-def runtime_for(
-    cluster: Cluster,
-    transports: Mapping[str, Transport],
-    *,
-    release: Release | None = None,
-    image: str | None = None,
-) -> Runtime:
-    """The runtime the cluster file asks for; docker starts need the release and its image."""
-    if cluster.runtime.kind == "process":
-        return ProcessRuntime(dict(transports))
-    from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415 - docker SDK on demand
-
-    return DockerRanks(cluster, transports, release=release, image=image)
-
-
-def prepare_plans(
-    cluster: Cluster,
-    release: Release,
-    transports: Mapping[str, Transport],
-    state: Path,
-    progress: Progress | None = None,
-) -> Prepared:
+def prepare_plans(runtime: Runtime, cluster: Cluster, release: Release, say: LineSink) -> Prepared:
     """Build once and put the build on every node (a virtual environment, or the release
     image for docker); render each rank's plan."""
-    if cluster.runtime.kind == "docker":
-        from flows.cluster.build.docker_release import release_image_for  # noqa: PLC0415
-
-        image = release_image_for(cluster, release, state, progress)
-        plans = render_all(cluster, release)
-        return Prepared(plans=plans, build=image.built.image_id, image=image.built.tag)
-    build = build_release(release, state / "build-cache", progress)
-    workdirs = {node.name: node.workdir for node in cluster.nodes}
-    envs = install_everywhere(
-        build, transports, workdirs, base_python=cluster.runtime.python, progress=progress
-    )
+    installed = runtime.install(runtime.build(release, say), say)
     nodes = sorted(cluster.nodes, key=lambda node: node.rank)
     plans = [
-        render_launch(cluster, release, node, {"python": envs[node.name].python}) for node in nodes
+        render_launch(cluster, release, node, installed.launch_values(node.name)) for node in nodes
     ]
-    return Prepared(plans=plans, build=build.digest)
+    return Prepared(plans=plans, build=installed.digest, image=installed.image)
 
 
 def ensure_models(
     plans: Sequence[LaunchPlan],
     transports: Mapping[str, Transport],
-    progress: Progress | None = None,
+    say: LineSink = silent,
     runtime: Runtime | None = None,
 ) -> None:
     """Run the profile's model preparation on each node that has no model directory yet
-    (docker: in a one-shot container of the release image)."""
+    (by the runtime: on the node, or in a one-shot container of the release image)."""
+    runtime = runtime or ProcessRuntime(transports)
     for plan in plans:
-        transport = transports[plan.node]
-        if transport.run(["test", "-e", plan.model_dir], timeout=30).ok:
+        if transports[plan.node].run(["test", "-e", plan.model_dir], timeout=30).ok:
             continue
         if not plan.model_prepare:
             raise BuildError(f"{plan.node}: no model at {plan.model_dir} and no model_prepare")
-        if progress:
-            progress(f"{plan.node}: preparing the model at {plan.model_dir}")
-        if runtime is not None and runtime.kind == "docker":
-            from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415
-
-            assert isinstance(runtime, DockerRanks)
-            runtime.prepare_model(plan, MODEL_TIMEOUT_S)
-            continue
-        result = transport.run(plan.model_prepare, timeout=MODEL_TIMEOUT_S, cwd=plan.cwd)
-        if not result.ok:
-            raise BuildError(
-                f"{plan.node}: model preparation failed: {(result.stderr or result.stdout)[-800:]}"
-            )
+        say(f"{plan.node}: preparing the model at {plan.model_dir}")
+        runtime.prepare_model(plan, MODEL_TIMEOUT_S)
 
 
 def start_release(
@@ -174,16 +135,21 @@ def start_release(
     *,
     empty: Sequence[CacheTarget] = (),
     on_event: EventSink | None = None,
-    progress: Progress | None = None,
+    say: LineSink = silent,
+    progress: LineSink | None = None,
 ) -> Started:
-    """Build, install, prepare models, empty caches, boot; remember the running session."""
-    prepared = prepare_plans(cluster, release, transports, state, progress)
+    """Build, install, prepare models, empty caches, boot; remember the running session.
+
+    `progress` is the sink's former name, kept until every caller says `say`.
+    """
+    say = progress or say
+    runtime = runtime_for(cluster, transports, state, release=release)
+    prepared = prepare_plans(runtime, cluster, release, say)
     plans = prepared.plans
-    runtime = runtime_for(cluster, transports, release=release, image=prepared.image)
     for plan in plans:
         transports[plan.node].run(["mkdir", "-p", "--", plan.workdir], timeout=30, check=True)
-    ensure_models(plans, transports, progress, runtime)
-    empty_caches(transports, empty)
+    ensure_models(plans, transports, say, runtime)
+    runtime.empty_caches(empty)
     result = boot(
         cluster.engine, plans, runtime, transports,
         evidence_root=state / "evidence" / cluster.name, on_event=on_event,

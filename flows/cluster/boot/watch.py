@@ -10,8 +10,6 @@ half-running. A successful boot returns the handles and the boot timeline read f
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,11 +21,11 @@ from flows.cluster.boot.evidence import capture, evidence_folder
 from flows.cluster.boot.timeline import BootTimeline, LogEvent, LogReader, build_timeline
 from flows.cluster.runtime.base import RankHandle, Runtime
 from flows.cluster.transport.base import Transport
+from flows.engine_api.ready import probe_ready
 from flows.errors import BootError, SparkgateError
 from flows.spec.engine import EngineProfile
 from flows.spec.launch import LaunchPlan
 
-PROBE_TIMEOUT_S = 3.0
 LOG_TAIL_CHARS = 1500
 
 EventSink = Callable[[LogEvent], None]
@@ -94,15 +92,6 @@ def stop_all(runtime: Runtime, handles: Sequence[RankHandle]) -> None:
     workers = [h for h in handles if not h.head]
     _parallel(runtime.stop, heads)
     _parallel(runtime.stop, workers)
-
-
-def probe_ready(url: str) -> bool:
-    """True when the readiness URL answers 2xx within a few seconds."""
-    try:
-        with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S) as response:  # noqa: S310
-            return 200 <= int(response.status) < 300
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def _start_all(runtime: Runtime, plans: Sequence[LaunchPlan]) -> list[RankHandle]:

@@ -1,4 +1,19 @@
-"""Build kinds and distribution.
+"""Build kinds: build a release once, put it on every node, prove they hold the same build.
 
-Build a release once, put it on every node, prove they hold the same build.
+Two kinds today, each content-addressed over the engine's source, its locked wheelhouse and the
+release's build arguments:
+
+- `wheel.ProcessBuild` (process runtime): an engine wheel plus its hashed wheelhouse, installed
+  into a virtual environment on every node (`wheel.py`; shared inputs in `wheelhouse.py`).
+- `release_image.ImageBuild` (docker runtime): a release image built on the head's daemon
+  (`base_image.py`, `image.py`) and streamed to every other daemon (`distribute.py`,
+  `fanout.py`); `docker_release.py` wires those for a cluster and a release.
+
+Add a build kind:
+1. Write `flows/cluster/build/<kind>.py` with a frozen pydantic build model (a `digest` and a
+   `short` name) and a function that makes it from a `Release`, reporting to `say: LineSink`.
+2. Add a function that installs it on a node and one that verifies all nodes hold the same one.
+3. Add the model to `flows.cluster.runtime.base.Build` and call both from the runtime that
+   uses it (`build` and `install` of `flows/cluster/runtime/<kind>.py`); callers never see the
+   kind.
 """

@@ -1,29 +1,35 @@
 """The release image of a docker cluster boot: built once, on every node, the same image ID.
 
-`sparkgate cluster start` and the gates' boots call `release_image_for` where the process
-runtime builds and installs a virtual environment. The tag is content-addressed
-(`<name>:<source12>-<release>`) and never moved, so a second boot of the same release reuses the
-image on every node; a node that ends up with another image ID stops the boot.
+The docker runtime builds with `build_for` and installs with `distribute_for` where the process
+runtime builds a wheel and installs a virtual environment; `release_image_for` does both. The
+tag is content-addressed (`<name>:<source12>-<release>`) and never moved, so a second boot of the
+same release reuses the image on every node; a node that ends up with another image ID stops
+the boot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
 from pathlib import Path
 
-from flows.cluster.build.release_image import ReleaseImage, build_release_image, docker_endpoints
+from flows.cluster.build.distribute import NodeImage, distribute_image
+from flows.cluster.build.release_image import (
+    ImageBuild,
+    ReleaseImage,
+    build_on,
+    docker_endpoints,
+)
 from flows.errors import BuildError
+from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
-
-Say = Callable[[str], None]
 
 
 class LineProgress:
     """An ImageProgress that reports build steps and transfers as plain lines."""
 
-    def __init__(self, say: Say | None) -> None:
-        self._say = say or (lambda _line: None)
+    def __init__(self, say: LineSink = silent) -> None:
+        self._say = say
 
     def build_step(self, step: int, total: int, instruction: str) -> None:
         """One line per Dockerfile step."""
@@ -48,15 +54,14 @@ class LineProgress:
         self._say(f"{node}: image {'loaded' if ok else 'transfer failed'}")
 
 
-def release_image_for(
-    cluster: Cluster, release: Release, state: Path, say: Say | None = None
-) -> ReleaseImage:
-    """Build (or reuse) the release's image on the head's daemon, load it everywhere, verify."""
-    head, *others = docker_endpoints(cluster, release)
+def build_for(
+    cluster: Cluster, release: Release, state: Path, say: LineSink = silent
+) -> ImageBuild:
+    """Build (or reuse) the release's image on the head's daemon."""
+    head = docker_endpoints(cluster, release)[0]
     source = release.build.source
-    image = build_release_image(
+    return build_on(
         head,
-        others,
         release.name,
         source,
         state / "cache" / "docker",
@@ -64,12 +69,35 @@ def release_image_for(
         build_args={name: str(value) for name, value in release.build.args.items()},
         progress=LineProgress(say),
     )
-    wrong = [n.facts.node for n in image.nodes if n.facts.image_id != image.built.image_id]
+
+
+def distribute_for(
+    cluster: Cluster, release: Release, build: ImageBuild, say: LineSink = silent
+) -> list[NodeImage]:
+    """Load the built image on every other node and verify one image ID everywhere."""
+    head, *others = docker_endpoints(cluster, release)
+    nodes = distribute_image(head, others, build.built.tag, LineProgress(say))
+    wrong = [n.facts.node for n in nodes if n.facts.image_id != build.built.image_id]
     if wrong:
         raise BuildError(
-            f"{image.built.tag}: image ID differs from {image.built.image_id} on {', '.join(wrong)}"
+            f"{build.built.tag}: image ID differs from {build.built.image_id} on {', '.join(wrong)}"
         )
-    if say:
-        verb = "reused" if image.built.reused else "built"
-        say(f"image {image.built.tag} {verb}, same ID on {len(image.nodes)} nodes")
-    return image
+    verb = "reused" if build.built.reused else "built"
+    say(f"image {build.built.tag} {verb}, same ID on {len(nodes)} nodes")
+    return nodes
+
+
+def release_image_for(
+    cluster: Cluster, release: Release, state: Path, say: LineSink | None = None
+) -> ReleaseImage:
+    """Build (or reuse) the release's image on the head's daemon, load it everywhere, verify."""
+    build = build_for(cluster, release, state, say or silent)
+    started = time.monotonic()
+    nodes = distribute_for(cluster, release, build, say or silent)
+    return ReleaseImage(
+        built=build.built,
+        base_image=build.base_image,
+        lock_digest=build.lock_digest,
+        nodes=tuple(nodes),
+        seconds={**build.seconds, "distribute": time.monotonic() - started},
+    )

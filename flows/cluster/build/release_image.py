@@ -28,6 +28,27 @@ from flows.spec.release import Release
 from flows.spec.template import fill
 
 
+class ImageBuild(BaseModel):
+    """The release image built on the build node (the docker build kind), not yet distributed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    built: BuiltImage
+    base_image: str
+    lock_digest: str
+    seconds: dict[str, float]
+
+    @property
+    def digest(self) -> str:
+        """The image ID: what every node must hold."""
+        return self.built.image_id
+
+    @property
+    def short(self) -> str:
+        """The image tag, which carries the source digest."""
+        return self.built.tag
+
+
 class ReleaseImage(BaseModel):
     """The built image and every node's verified copy, with the time each step took."""
 
@@ -61,9 +82,8 @@ def docker_endpoints(cluster: Cluster, release: Release) -> list[DockerEndpoint]
     ]
 
 
-def build_release_image(
+def build_on(
     build_node: DockerEndpoint,
-    other_nodes: Sequence[DockerEndpoint],
     release: str,
     engine_dir: Path,
     cache_dir: Path,
@@ -71,8 +91,8 @@ def build_release_image(
     dockerfile: Path | None = None,
     build_args: dict[str, str] | None = None,
     progress: ImageProgress | None = None,
-) -> ReleaseImage:
-    """Base, wheelhouse, build on build_node, distribute and verify; BuildError on any failure."""
+) -> ImageBuild:
+    """Base, wheelhouse and the image build on build_node; BuildError on any failure."""
     seconds: dict[str, float] = {}
     client = connect(build_node)
     _check_architecture(build_node, str(client.info().get("Architecture", "")))
@@ -94,15 +114,35 @@ def build_release_image(
     )
     built = build_image(client, request, progress)
     seconds["build"] = built.seconds
+    return ImageBuild(
+        built=built, base_image=base, lock_digest=wheelhouse.lock_digest, seconds=seconds
+    )
+
+
+def build_release_image(
+    build_node: DockerEndpoint,
+    other_nodes: Sequence[DockerEndpoint],
+    release: str,
+    engine_dir: Path,
+    cache_dir: Path,
+    *,
+    dockerfile: Path | None = None,
+    build_args: dict[str, str] | None = None,
+    progress: ImageProgress | None = None,
+) -> ReleaseImage:
+    """Build on build_node, distribute and verify; BuildError on any failure."""
+    build = build_on(
+        build_node, release, engine_dir, cache_dir,
+        dockerfile=dockerfile, build_args=build_args, progress=progress,
+    )  # fmt: skip
     started = time.monotonic()
-    nodes = distribute_image(build_node, other_nodes, built.tag, progress)
-    seconds["distribute"] = time.monotonic() - started
+    nodes = distribute_image(build_node, other_nodes, build.built.tag, progress)
     return ReleaseImage(
-        built=built,
-        base_image=base,
-        lock_digest=wheelhouse.lock_digest,
+        built=build.built,
+        base_image=build.base_image,
+        lock_digest=build.lock_digest,
         nodes=tuple(nodes),
-        seconds=seconds,
+        seconds={**build.seconds, "distribute": time.monotonic() - started},
     )
 
 

@@ -11,7 +11,6 @@ hash of the engine wheel) with the build's own list.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -30,6 +29,8 @@ from flows.cluster.build.wheelhouse import (
 )
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError
+from flows.fileio import marker_digest, sha256_file
+from flows.lines import LineSink, silent
 from flows.spec.release import Release
 
 MARKER = ".sparkgate-build.json"
@@ -40,8 +41,6 @@ _FREEZE = (
     "print(json.dumps(sorted(f\"{d.metadata['Name'].lower()}=={d.version}\" "
     "for d in m.distributions())))"
 )
-
-Progress = Callable[[str], None]
 
 
 class ProcessBuild(BaseModel):
@@ -73,9 +72,9 @@ class NodeEnv(BaseModel):
     reused: bool
 
 
-def build_release(release: Release, state: Path, progress: Progress | None = None) -> ProcessBuild:
+def build_release(release: Release, state: Path, say: LineSink | None = None) -> ProcessBuild:
     """The release's build, made on a cache miss (wheelhouse download, engine wheel)."""
-    say = progress or (lambda _message: None)
+    say = say or silent
     engine_dir = Path(release.build.source)
     requirements = engine_requirements(engine_dir / "pyproject.toml")
     say("wheelhouse: resolving the engine's dependencies")
@@ -103,15 +102,19 @@ def install(
     workdir: str,
     *,
     base_python: str = "python3",
-    progress: Progress | None = None,
+    say: LineSink = silent,
+    progress: LineSink | None = None,
 ) -> NodeEnv:
-    """Install the build on one node (or reuse it when its marker carries the digest)."""
-    say = progress or (lambda _message: None)
+    """Install the build on one node (or reuse it when its marker carries the digest).
+
+    `progress` is the sink's former name, kept until every caller says `say`.
+    """
+    say = progress or say
     root = PurePosixPath(workdir) / "envs" / build.short
     python = str(root / "bin" / "python")
     marker = str(root / MARKER)
     found = transport.run(["cat", "--", marker], timeout=30)
-    if found.ok and _marker_digest(found.stdout) == build.digest:
+    if found.ok and marker_digest(found.stdout) == build.digest:
         return _inspect(build, transport, python, reused=True)
     staging = PurePosixPath(workdir) / "builds" / build.short
     say(f"{transport.node}: copying the build ({build.short})")
@@ -150,14 +153,15 @@ def install_everywhere(
     workdirs: Mapping[str, str],
     *,
     base_python: str = "python3",
-    progress: Progress | None = None,
+    say: LineSink = silent,
+    progress: LineSink | None = None,
 ) -> dict[str, NodeEnv]:
-    """Install on every node in parallel, then verify they match."""
+    """Install on every node in parallel, then verify they match (`progress`: see `install`)."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     def one(node: str) -> NodeEnv:
         return install(
-            build, transports[node], workdirs[node], base_python=base_python, progress=progress
+            build, transports[node], workdirs[node], base_python=base_python, say=progress or say
         )
 
     with ThreadPoolExecutor(max_workers=max(1, len(workdirs))) as pool:
@@ -190,8 +194,8 @@ def _copy_build(build: ProcessBuild, transport: Transport, staging: PurePosixPat
         if path.is_file():
             transport.put(path, str(wheels / path.name))
     transport.put(build.engine_wheel, str(staging / build.engine_wheel.name))
-    expected = {p.name: _sha256(p) for p in build.wheelhouse.iterdir() if p.is_file()}
-    expected[build.engine_wheel.name] = _sha256(build.engine_wheel)
+    expected = {p.name: sha256_file(p) for p in build.wheelhouse.iterdir() if p.is_file()}
+    expected[build.engine_wheel.name] = sha256_file(build.engine_wheel)
     names = [str(wheels / name) for name in expected if name != build.engine_wheel.name]
     listing = transport.run(
         ["sha256sum", "--", *names, str(staging / build.engine_wheel.name)], timeout=300
@@ -226,15 +230,3 @@ def _inspect(build: ProcessBuild, transport: Transport, python: str, *, reused: 
         distributions=json.loads(result.stdout),
         reused=reused,
     )
-
-
-def _marker_digest(text: str) -> str | None:
-    try:
-        value = json.loads(text).get("digest")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.errors import ClusterError
+from flows.fileio import write_text
 
 SSHD = Path("/usr/sbin/sshd")
 STATE_FILE = "state.json"
@@ -257,9 +258,7 @@ class _Recorder:
         self.save()
 
     def save(self) -> None:
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(self.state.model_dump_json(indent=2))
-        temporary.replace(self.path)
+        write_text(self.path, self.state.model_dump_json(indent=2))
 
 
 def read_state(lab_dir: Path) -> LabState | None:

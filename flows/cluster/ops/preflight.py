@@ -15,14 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 from typing import Literal
 
-from docker.errors import DockerException
 from pydantic import BaseModel, ConfigDict, Field
-from requests.exceptions import RequestException
 
+from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.base import Transport
-from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import ClusterError, HostKeyError, TransportError
-from flows.spec.cluster import Cluster, DockerRuntime, Node, PreflightCheck
+from flows.spec.cluster import Cluster, Node, PreflightCheck
 from flows.spec.template import fill
 
 Status = Literal["OK", "WARN", "ERROR"]
@@ -287,14 +285,6 @@ def _clock(transport: Transport) -> tuple[float, float]:
     return float(done.stdout.strip()) - (before + after) / 2, (after - before) / 2
 
 
-def _docker_version(node: str, url: str) -> str:
-    client = connect(DockerEndpoint(node=node, base_url=url), timeout=int(_FACT_TIMEOUT_S))
-    try:
-        return str(client.version()["Version"])
-    finally:
-        client.close()
-
-
 def _custom(transport: Transport, check: PreflightCheck, values: dict[str, str]) -> CustomOutcome:
     base = {"name": check.name, "severity": check.severity, "expect": check.expect}
     try:
@@ -338,32 +328,10 @@ def collect_node(cluster: Cluster, node: Node, transport: Transport) -> NodeFact
         listening = parse_listening_ports(tables.stdout)
         ports = (cluster.ports.api, cluster.ports.rendezvous)
         facts["ports_in_use"] = {port: port in listening for port in ports}
-    facts |= _runtime_facts(cluster, node, transport, values)
+    facts |= runtime_for(cluster, {node.name: transport}).node_facts(node, values)
     facts["clock_offset_s"], facts["clock_uncertainty_s"] = _clock(transport)
     facts["custom"] = [_custom(transport, check, values) for check in cluster.preflight]
     return NodeFacts.model_validate(facts)
-
-
-def _runtime_facts(
-    cluster: Cluster, node: Node, transport: Transport, values: dict[str, str]
-) -> dict[str, object]:
-    runtime = cluster.runtime
-    if isinstance(runtime, DockerRuntime):
-        template = node.overrides.docker_daemon or runtime.daemon
-        url = fill(template, values)
-        try:
-            return {"docker_version": _docker_version(node.name, url)}
-        except TransportError as failure:
-            return {"docker_error": str(failure)}
-        except (DockerException, RequestException, OSError, KeyError) as failure:
-            return {"docker_error": f"docker daemon {url}: {failure}"}
-    try:
-        done = transport.run([values["python"], "--version"], timeout=_FACT_TIMEOUT_S)
-    except TransportError as failure:
-        return {"python_error": str(failure)}
-    if not done.ok:
-        return {"python_error": f"`{values['python']} --version` exited {done.rc}"}
-    return {"python_version": (done.stdout + done.stderr).strip()}
 
 
 def run_preflight(

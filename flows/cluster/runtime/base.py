@@ -1,29 +1,34 @@
-"""How a rank runs on a node: the one interface the boot loop sees, whatever the runtime.
+"""How a release runs on a cluster: the one interface callers see, whatever the runtime.
 
-A runtime starts a rank from its launch plan, says whether it still runs (and how it ended),
+A runtime builds a release and installs the build on every node, prepares the model, empties
+caches, reports its preflight facts and hands out a host for the release tests; for the boot
+loop it starts a rank from its launch plan, says whether it still runs (and how it ended),
 returns its log, stops it (signal, grace, then kill) and describes it for evidence. `process`
-runs the engine as a process group through the node's transport; `docker` runs the release image
-through the node's daemon (`flows.cluster.runtime.docker`). The handle of a started rank is a plain
-model, so `sparkgate cluster stop` in another process can find what `cluster start` left running.
+(`flows.cluster.runtime.process`) runs the engine as a process group through the node's
+transport; `docker` (`flows.cluster.runtime.docker`) runs the release image through the node's
+daemon. The handle of a started rank is a plain model, so `sparkgate cluster stop` in another
+process can find what `cluster start` left running.
 """
 
 from __future__ import annotations
 
-import signal
-import time
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.cluster.transport.base import Transport
-from flows.errors import TransportError
+from flows.cluster.boot.caches import CacheTarget
+from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.wheel import ProcessBuild
+from flows.lines import LineSink
+from flows.spec.cluster import Node
 from flows.spec.launch import LaunchPlan
+from flows.spec.release import Release
 
-STOP_POLL_S = 0.2
-# The wrapper keeps the rank's exit status: a trapped signal waits for the engine to finish,
-# then `$?` is written next to the log. argv reaches the engine as "$@", never as shell text.
-_EXIT_WRAPPER = 'trap : TERM INT HUP; "$@"; echo "$?" > "$0"'
+Build = ProcessBuild | ImageBuild
+"""A build kind: a wheel and its wheelhouse (process) or a release image (docker)."""
 
 
 class RankHandle(BaseModel):
@@ -79,8 +84,68 @@ class RankStatus(BaseModel):
         return f"exited {self.exit_code}"
 
 
+class NodeInstall(BaseModel):
+    """One node's copy of the build."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    reused: bool = Field(description="The node already held this build.")
+    python: str | None = Field(default=None, description="The build's interpreter (process).")
+
+
+class Installed(BaseModel):
+    """The build on every node, verified the same: what a boot and the release tests run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runtime: Literal["process", "docker"]
+    release: str
+    digest: str = Field(description="The build digest (process) or image ID (docker).")
+    image: str | None = Field(default=None, description="Release image tag (docker runtime).")
+    nodes: list[NodeInstall]
+    summary: list[str] = Field(description="One line per fact worth showing (distribute stage).")
+
+    def launch_values(self, node: str) -> dict[str, str]:
+        """Placeholder values the node's launch plan takes from the install (its python)."""
+        found = next((n for n in self.nodes if n.node == node), None)
+        return {"python": found.python} if found is not None and found.python else {}
+
+
+class PytestRun(BaseModel):
+    """One pytest run of release tests on a node, its raw files already kept locally."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    rc: int
+    output: str
+    junit_xml: str | None = Field(description="pytest's JUnit XML, None when it wrote none.")
+    files: list[str] = Field(description="Raw files written to the output folder.")
+
+
+class ReleaseTestHost(Protocol):
+    """Where the release tests of one node run: the built test tree and its interpreter."""
+
+    @property
+    def node(self) -> str:
+        """The node the tests run on."""
+        ...
+
+    def list_tree(self) -> list[str]:
+        """Every Python file of the built test tree, relative to the tree."""
+        ...
+
+    def run_pytest(
+        self, gate: Sequence[str], changed: Mapping[str, Path], out_dir: Path, *, timeout: float
+    ) -> PytestRun:
+        """pytest on the gate files of a fresh copy of the tree with `changed` laid over it;
+        pytest.txt and junit.xml are kept in out_dir and the node's workspace removed."""
+        ...
+
+
 class Runtime(Protocol):
-    """Start, watch, read and stop ranks on the nodes of one cluster."""
+    """Build, install, start, watch, read and stop ranks on the nodes of one cluster."""
 
     @property
     def kind(self) -> Literal["process", "docker"]:
@@ -111,92 +176,28 @@ class Runtime(Protocol):
         """Everything the runtime knows about the rank, for evidence."""
         ...
 
+    def build(self, release: Release, say: LineSink) -> Build:
+        """Build the release once (content-addressed; reused when nothing changed)."""
+        ...
 
-class ProcessRuntime:
-    """Ranks as process groups started through each node's transport."""
+    def install(
+        self, build: Build, say: LineSink, *, nodes: Sequence[str] | None = None
+    ) -> Installed:
+        """Put the build on every node (or on `nodes`) and verify they hold the same one."""
+        ...
 
-    kind: Literal["process"] = "process"
+    def prepare_model(self, plan: LaunchPlan, timeout: float) -> None:
+        """Run the profile's model preparation for the rank's node."""
+        ...
 
-    def __init__(self, transports: dict[str, Transport]) -> None:
-        self._transports = transports
+    def empty_caches(self, targets: Sequence[CacheTarget]) -> None:
+        """Remove and re-create each cache folder on its node."""
+        ...
 
-    def prepare(self, plan: LaunchPlan) -> None:
-        """Create workdir, log folder, model parent and cache folders."""
-        folders = [plan.workdir, plan.cwd, _log_dir(plan), *plan.cache_dirs.values()]
-        self._node(plan.node).run(["mkdir", "-p", "--", *folders], check=True)
+    def node_facts(self, node: Node, values: Mapping[str, str]) -> dict[str, object]:
+        """The runtime's preflight facts of one node (python version, or docker daemon)."""
+        ...
 
-    def start(self, plan: LaunchPlan) -> RankHandle:
-        """Start the rank detached in its own process group; its log is a file in the workdir."""
-        started = datetime.now(UTC)
-        stem = f"{_log_dir(plan)}/{started:%Y%m%dT%H%M%S.%f}-rank{plan.rank}"
-        log_path, exit_path = f"{stem}.log", f"{stem}.exit"
-        argv = ["sh", "-c", _EXIT_WRAPPER, exit_path, *plan.argv]
-        pid = self._node(plan.node).start(argv, stdout_path=log_path, env=plan.env, cwd=plan.cwd)
-        return RankHandle.started(
-            "process", plan, started, pid=pid, log_path=log_path, exit_path=exit_path
-        )
-
-    def status(self, handle: RankHandle) -> RankStatus:
-        """Alive by pid; otherwise the exit status the wrapper wrote, if any."""
-        transport = self._node(handle.node)
-        if handle.pid is not None and transport.is_alive(handle.pid):
-            return RankStatus(running=True)
-        code = None
-        if handle.exit_path is not None:
-            result = transport.run(["cat", "--", handle.exit_path], timeout=30)
-            text = result.stdout.strip()
-            code = int(text) if result.ok and text.lstrip("-").isdigit() else None
-        return RankStatus(running=False, exit_code=code)
-
-    def read_log(self, handle: RankHandle, offset: int = 0) -> str:
-        """Bytes from `offset` on of the rank's log file."""
-        if handle.log_path is None:
-            return ""
-        result = self._node(handle.node).run(
-            ["tail", "-c", f"+{offset + 1}", "--", handle.log_path], timeout=60
-        )
-        return result.stdout if result.ok else ""
-
-    def stop(self, handle: RankHandle) -> RankStatus:
-        """Signal the process group, wait the grace period, then SIGKILL the group."""
-        transport = self._node(handle.node)
-        if handle.pid is None:
-            return self.status(handle)
-        transport.kill(handle.pid, signal.Signals[handle.plan.stop_signal])
-        deadline = time.monotonic() + handle.plan.stop_grace_s
-        while time.monotonic() < deadline and transport.is_alive(handle.pid):
-            time.sleep(STOP_POLL_S)
-        if transport.is_alive(handle.pid):
-            transport.kill(handle.pid, signal.SIGKILL)
-            _wait_gone(transport, handle.pid)
-        return self.status(handle)
-
-    def inspect(self, handle: RankHandle) -> dict[str, Any]:
-        """Process table rows of the rank's group plus its status."""
-        transport = self._node(handle.node)
-        listing = ""
-        if handle.pid is not None:
-            ps = ["ps", "-o", "pid,stat,etime,rss,args", "-g", str(handle.pid)]
-            listing = transport.run(ps, timeout=30).stdout
-        return {
-            "pid": handle.pid,
-            "status": self.status(handle).model_dump(),
-            "processes": listing,
-            "log_path": handle.log_path,
-        }
-
-    def _node(self, name: str) -> Transport:
-        try:
-            return self._transports[name]
-        except KeyError:
-            raise TransportError(f"no transport for node {name}") from None
-
-
-def _log_dir(plan: LaunchPlan) -> str:
-    return f"{plan.workdir}/logs"
-
-
-def _wait_gone(transport: Transport, pid: int, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and transport.is_alive(pid):
-        time.sleep(STOP_POLL_S)
+    def release_tests(self, node: str, installed: Installed, say: LineSink) -> ReleaseTestHost:
+        """The node's built test tree and interpreter, ready to list and run release tests."""
+        ...

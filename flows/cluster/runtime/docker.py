@@ -1,5 +1,9 @@
 """The docker runtime: ranks as containers of the release image, one per node's daemon.
 
+A build is the release image, made once on the head's daemon and loaded on every other node
+(`flows.cluster.build.docker_release`); the model is prepared and the release tests run in
+one-shot containers of that image.
+
 This adapts the container functions of `flows.cluster.runtime.containers` to the `Runtime` protocol
 the boot loop, the evidence capture and `sparkgate cluster stop|status|logs` use. A rank
 container runs with host networking and its cache folders bind-mounted at the node's own paths,
@@ -14,13 +18,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import docker
+from docker.errors import DockerException
 from docker.types import DeviceRequest, Ulimit
+from requests.exceptions import RequestException
 
-from flows.cluster.runtime.base import RankHandle, RankStatus
+from flows.cluster.boot.caches import CacheTarget, empty_caches
+from flows.cluster.build.docker_release import build_for, distribute_for
+from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
 from flows.cluster.runtime.containers import (
     BindMount,
     RankContainer,
@@ -32,15 +41,18 @@ from flows.cluster.runtime.containers import (
     run_rank,
     stop_rank,
 )
+from flows.cluster.runtime.docker_tests import ImageTestHost
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, ClusterError, TransportError
+from flows.lines import LineSink
 from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
 from flows.spec.launch import LaunchPlan, placeholder_values
 from flows.spec.release import Release
 from flows.spec.template import fill
 
 CHOWN_TIMEOUT_S = 120.0
+FACT_TIMEOUT_S = 30.0
 ROOT_USER = "0"
 
 
@@ -192,8 +204,10 @@ class DockerRanks:
         *,
         release: Release | None = None,
         image: str | None = None,
+        state: Path | None = None,
     ) -> None:
         self._cluster = cluster
+        self._state = state
         self._transports = dict(transports)
         self._daemons = node_daemons(cluster)
         self._release = release
@@ -201,6 +215,64 @@ class DockerRanks:
         self._clients: dict[str, docker.DockerClient] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, RankStatus] = {}
+
+    # -- the build and what is done with it ------------------------------------------------------
+
+    def build(self, release: Release, say: LineSink) -> ImageBuild:
+        """The release image, built (or reused) once on the head's daemon."""
+        if self._state is None:
+            raise ClusterError("the docker runtime was made without a state folder to build in")
+        self._release = release
+        return build_for(self._cluster, release, self._state, say)
+
+    def install(
+        self, build: Build, say: LineSink, *, nodes: Sequence[str] | None = None
+    ) -> Installed:
+        """Load the image on every other node, verify one image ID everywhere; ranks run it.
+
+        Every node gets the image whatever `nodes` says: the transfer is one fan-out.
+        """
+        del nodes
+        if not isinstance(build, ImageBuild):
+            raise ClusterError(f"the docker runtime installs images, not {type(build).__name__}")
+        release = self._need_release()
+        copies = distribute_for(self._cluster, release, build, say)
+        self._image = build.built.tag
+        verb = "reused" if build.built.reused else "built"
+        return Installed(
+            runtime="docker",
+            release=release.name,
+            digest=build.built.image_id,
+            image=build.built.tag,
+            nodes=[NodeInstall(node=c.facts.node, reused=build.built.reused) for c in copies],
+            summary=[f"{build.built.tag} {verb}", f"same image ID on {len(copies)} nodes"],
+        )
+
+    def empty_caches(self, targets: Sequence[CacheTarget]) -> None:
+        """Cache folders are bind-mounted at the node's own paths: emptied through the transport."""
+        empty_caches(self._transports, targets)
+
+    def node_facts(self, node: Node, values: Mapping[str, str]) -> dict[str, object]:
+        """The version of the node's docker daemon (an error when it does not answer)."""
+        url = fill(node.overrides.docker_daemon or docker_spec(self._cluster).daemon, values)
+        try:
+            return {"docker_version": daemon_version(node.name, url)}
+        except TransportError as failure:
+            return {"docker_error": str(failure)}
+        except (DockerException, RequestException, OSError, KeyError) as failure:
+            return {"docker_error": f"docker daemon {url}: {failure}"}
+
+    def release_tests(self, node: str, installed: Installed, say: LineSink) -> ImageTestHost:
+        """The release image on the node, ready to list and run its tests."""
+        if installed.image is None:
+            raise ClusterError(f"node {node}: no release image installed")
+        self._image = installed.image
+        return ImageTestHost(
+            self, self._node(node), python=self._cluster.runtime.python,
+            workdir=self._cluster.node(node).workdir, say=say,
+        )  # fmt: skip
+
+    # -- ranks -------------------------------------------------------------------------------------
 
     def prepare(self, plan: LaunchPlan) -> None:
         """Create the rank's folders on the node and hand them to the image's user."""
@@ -243,9 +315,12 @@ class DockerRanks:
         *,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
+        with_run_args: bool = False,
     ) -> tuple[int, str]:
         """Run argv to its end in a container of the release image on the node, with `folders`
-        mounted at their own paths; exit code and output (BootError past the timeout)."""
+        mounted at their own paths (and the cluster's run_args when asked); exit code and
+        output (BootError past the timeout)."""
+        options = run_arg_options(docker_spec(self._cluster).run_args) if with_run_args else {}
         spec = RankContainer(
             cluster=self._cluster.name,
             node=node,
@@ -256,6 +331,7 @@ class DockerRanks:
             env=dict(env or {}),
             mounts=tuple(BindMount(source=path, target=path) for path in folders),
             user=user,
+            options=options,
         )
         return run_once(self.client(node), spec, timeout)
 
@@ -340,10 +416,24 @@ class DockerRanks:
         except KeyError:
             raise TransportError(f"no transport for node {name}") from None
 
+    def _need_release(self) -> Release:
+        if self._release is None:
+            raise ClusterError(f"cluster {self._cluster.name}: no release given to install")
+        return self._release
+
     def _need_image(self) -> str:
         if self._image is None:
             raise ClusterError(f"cluster {self._cluster.name}: no release image to run")
         return self._image
+
+
+def daemon_version(node: str, url: str) -> str:
+    """The docker version a node's daemon reports."""
+    client = connect(DockerEndpoint(node=node, base_url=url), timeout=int(FACT_TIMEOUT_S))
+    try:
+        return str(client.version()["Version"])
+    finally:
+        client.close()
 
 
 def _target(handle: RankHandle) -> str:

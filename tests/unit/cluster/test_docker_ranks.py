@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker.errors import NotFound
+from docker.errors import DockerException, NotFound
 
 from flows.cluster.boot.session import ClusterSession, load_session, runtime_for, save_session
 from flows.cluster.boot.timeline import BootTimeline
+from flows.cluster.build.image import BuiltImage
+from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.wheel import ProcessBuild
 from flows.cluster.runtime import docker as docker_ranks
-from flows.cluster.runtime.base import RankHandle
-from flows.cluster.runtime.containers import create_options
+from flows.cluster.runtime.base import Installed, RankHandle
+from flows.cluster.runtime.containers import RankContainer, create_options
 from flows.cluster.runtime.docker import (
     DockerRanks,
     node_daemons,
@@ -26,8 +29,9 @@ from flows.cluster.runtime.docker import (
     rank_status,
     run_arg_options,
 )
+from flows.cluster.runtime.docker_tests import container_argv, image_tree
 from flows.errors import ClusterError
-from flows.gates.release_tests_docker import container_argv, image_tree
+from flows.lines import silent
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
 from flows.spec.load import load_model
@@ -223,3 +227,68 @@ def test_the_image_tree_listing_and_the_test_container_command() -> None:
     assert argv[4:7] == ["python", "-m", "pytest"]
     assert "--junitxml=/w/release-tests/1/tree/junit.xml" in argv
     assert argv[-1] == "tests/test_a.py"
+
+
+def _image_build() -> ImageBuild:
+    built = BuiltImage(
+        tag="sparkengine:abc-r1", image_id="sha256:1", source_digest="abc", reused=True, seconds=0
+    )
+    return ImageBuild(built=built, base_image="base", lock_digest="lock", seconds={})
+
+
+def test_the_docker_runtime_installs_images_of_a_given_release(
+    cluster: Cluster, release: Release, tmp_path: Path
+) -> None:
+    wheel = ProcessBuild(
+        release="r1", digest="ab" * 32, wheelhouse=tmp_path, engine_wheel=tmp_path / "e.whl",
+        lock="",
+    )  # fmt: skip
+    with pytest.raises(ClusterError, match="installs images"):
+        DockerRanks(cluster, {}, release=release).install(wheel, silent)
+    with pytest.raises(ClusterError, match="no release given to install"):
+        DockerRanks(cluster, {}).install(_image_build(), silent)
+    with pytest.raises(ClusterError, match="state folder"):
+        DockerRanks(cluster, {}).build(release, silent)
+
+
+def test_release_tests_need_an_installed_image(cluster: Cluster, release: Release) -> None:
+    installed = Installed(
+        runtime="docker", release="r1", digest="sha256:1", nodes=[], summary=[]
+    )  # the image tag is missing
+    with pytest.raises(ClusterError, match="no release image installed"):
+        DockerRanks(cluster, {}, release=release).release_tests("local0", installed, silent)
+
+
+def test_only_release_test_containers_get_the_cluster_run_args(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[RankContainer] = []
+
+    def run_once(client: object, spec: RankContainer, timeout: float) -> tuple[int, str]:
+        seen.append(spec)
+        return 0, ""
+
+    monkeypatch.setattr(docker_ranks, "run_once", run_once)
+    monkeypatch.setattr(docker_ranks, "connect", lambda _endpoint: FakeClient())
+    runtime = DockerRanks(cluster, {}, image="sparkengine:abc-r1")
+    runtime.one_shot("local0", "model", ["true"], [], 10)
+    runtime.one_shot("local0", "release-tests", ["true"], [], 10, with_run_args=True)
+    assert seen[0].options == {}
+    assert seen[1].options == {"ipc_mode": "host", "shm_size": "1g", "cap_add": ["IPC_LOCK"]}
+
+
+def test_node_facts_name_the_daemon_version_or_why_not(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = cluster.nodes[0]
+    values = {"user": "", "address": node.address, "node": node.name, "rank": "0"}
+    runtime = DockerRanks(cluster, {})
+    monkeypatch.setattr(docker_ranks, "daemon_version", lambda _node, _url: "27.1")
+    assert runtime.node_facts(node, values) == {"docker_version": "27.1"}
+
+    def refuse(_node: str, url: str) -> str:
+        raise DockerException("connection refused")
+
+    monkeypatch.setattr(docker_ranks, "daemon_version", refuse)
+    error = runtime.node_facts(node, values)["docker_error"]
+    assert "connection refused" in str(error)

@@ -1,0 +1,36 @@
+"""The one place that turns a cluster's runtime kind into a runtime.
+
+Everything else asks the runtime it is given (build, install, prepare the model, empty caches,
+preflight facts, release tests, ranks) and never looks at the kind itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from flows.cluster.runtime.base import Runtime
+from flows.cluster.runtime.process import ProcessRuntime
+from flows.cluster.transport.base import Transport
+from flows.spec.cluster import Cluster
+from flows.spec.release import Release
+
+
+def runtime_for(
+    cluster: Cluster,
+    transports: Mapping[str, Transport],
+    state: Path | None = None,
+    *,
+    release: Release | None = None,
+    image: str | None = None,
+) -> Runtime:
+    """The runtime the cluster file asks for.
+
+    `state` is where builds are cached (needed to build); `release` and `image` let a docker
+    runtime start ranks without building (`cluster stop|status|logs` need neither).
+    """
+    if cluster.runtime.kind == "process":
+        return ProcessRuntime(transports, cluster=cluster, state=state, release=release)
+    from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415 - docker SDK on demand
+
+    return DockerRanks(cluster, transports, release=release, image=image, state=state)
