@@ -43,19 +43,20 @@ def qualify(
     """Qualify RELEASE on the cluster: gates in order, then the experiments record."""
     from flows.settings import prefect_environment  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
-    from flows.ui.board import StageBoard, current_board  # noqa: PLC0415
+    from flows.ui.board import StageBoard  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     chosen = load_release(release)
     load_previous(release, chosen)
     prefect_environment()
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
+    from flows.pipeline.events import current_observer  # noqa: PLC0415
     from flows.pipeline.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
     from flows.settings import state_dir  # noqa: PLC0415
 
     title = f"qualify {chosen.name} on {spec.name}"
     with prefect_backend(state_dir() / "prefect"), StageBoard(err_console, title) as board:
-        token = current_board.set(board)
+        token = current_observer.set(board)
         try:
             state = qualify_flow(
                 str(Path(release).resolve()), str(cluster_path(cluster).resolve()), fresh,
@@ -63,7 +64,7 @@ def qualify(
                 return_state=True,
             )  # fmt: skip
         finally:
-            current_board.reset(token)
+            current_observer.reset(token)
     outcome = _outcome(chosen.name, state)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))

@@ -44,14 +44,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from flows.cluster.boot.session import load_session, start_release, stop_session
 from flows.cluster.boot.watch import probe_ready
 from flows.cluster.build.wheel import build_release
-from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.transport.base import Transport
-from flows.cluster.transport.factory import TransportPool
 from flows.errors import BootError, PromotionError, SparkgateError, SpecError
 from flows.gates.base import api_base_url
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
 from flows.gates.prompts import LONG_ID, Prompt
 from flows.gates.traffic import complete, open_client
+from flows.pipeline.events import NullObserver
+from flows.pipeline.prelude import held_cluster
 from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record, record_hashes
 from flows.record.atomic import write_text
@@ -382,17 +382,18 @@ def deploy(
     A release that fails is stopped again; one that passes is left serving.
     """
     release = load_release(root / entry.release_file)
-    with TransportPool(cluster) as pool:
-        transports = {node.name: pool.node(node.name) for node in cluster.nodes}
-        with ClusterLock(pool.head, lock_settings(cluster), command=f"deploy {entry.release}"):
-            running = load_session(state, cluster.name)
-            if running is not None:
-                progress(f"stopping {running.release} on {cluster.name}")
-                stop_session(cluster, running, transports, state)
-            return _start_and_verify(
-                cluster, release, entry, transports=transports, root=root, state=state,
-                progress=progress,
-            )  # fmt: skip
+    quiet = NullObserver()  # a deploy has no stage board; its lines go to `progress`
+    # no concurrency slot: a deploy only takes the lock, as it always did
+    command = f"deploy {entry.release}"
+    with held_cluster(cluster, command=command, observer=quiet, slot=False) as held:
+        running = load_session(state, cluster.name)
+        if running is not None:
+            progress(f"stopping {running.release} on {cluster.name}")
+            stop_session(cluster, running, held.transports, state)
+        return _start_and_verify(
+            cluster, release, entry, transports=held.transports, root=root, state=state,
+            progress=progress,
+        )  # fmt: skip
 
 
 def _start_and_verify(
