@@ -3,6 +3,8 @@
 Every file is validated before anything starts (bad input exits 2 and nothing runs); then the
 Prefect flow runs in this process (embedded Prefect unless PREFECT_API_URL names a server) with
 the stage board on stderr, and a summary table closes the run with the verdict and record path.
+The exit code follows the decision, as `bench compare`'s does: 0 qualified, 1 a gate failed,
+2 bad input, 3 the benchmark was inconclusive (never a pass: qualify again to add arms).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
-from flows.errors import GateFailedError, SparkgateError
+from flows.errors import GateFailedError, InconclusiveError, SparkgateError
 from flows.pipeline.stages import STAGE_TITLES
 from flows.ui.console import err_console, out_console
 
@@ -40,7 +42,11 @@ def qualify(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Qualify RELEASE on the cluster: gates in order, then the experiments record."""
+    """Qualify RELEASE on the cluster: gates in order, then the experiments record.
+
+    Exits 0 when qualified, 1 when a gate failed, 2 on bad input and 3 when the benchmark was
+    inconclusive (its noise allowed no decision: never a pass).
+    """
     from flows.settings import prefect_environment  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
     from flows.ui.board import StageBoard  # noqa: PLC0415
@@ -69,10 +75,20 @@ def qualify(
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
     _print_summary(chosen.name, outcome)
-    if outcome.failed_gate is not None:
-        raise GateFailedError(str(state.message))
+    error = verdict_error(outcome, str(state.message))
+    if error is not None:
+        raise error
     if outcome.promotion:
         err_console.print(f"{chosen.name}: {escape(outcome.verdict)}, {escape(outcome.promotion)}")
+
+
+def verdict_error(outcome: QualifyOutcome, message: str) -> SparkgateError | None:
+    """The error a verdict exits with: none when qualified, 3 when inconclusive, else 1."""
+    if outcome.inconclusive:
+        return InconclusiveError(message)
+    if outcome.failed_gate is not None:
+        return GateFailedError(message)
+    return None
 
 
 def _outcome(release: str, state: State[Any]) -> QualifyOutcome:

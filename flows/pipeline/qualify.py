@@ -17,8 +17,10 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.client.schemas.objects import State
 from prefect.states import Failed
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from flows.bench.compare import Decision
+from flows.gates.base import GateResult
 from flows.pipeline.events import StageClock, observer_of_run
 from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.prelude import prepared_cluster, versions
@@ -31,6 +33,7 @@ from flows.spec.load import load_model
 from flows.spec.release import Release, load_previous, load_release
 
 RESULTS_DIR = "prefect-results"
+INCONCLUSIVE = Decision.FAIL_INCONCLUSIVE.value
 
 
 class QualifyOutcome(BaseModel):
@@ -46,6 +49,14 @@ class QualifyOutcome(BaseModel):
     stages: dict[str, str] = {}
     seconds: dict[str, float]
     promotion: str = ""
+    benchmark: str = Field(
+        default="", description="The benchmark session's decision (e.g. fail-inconclusive)."
+    )
+
+    @property
+    def inconclusive(self) -> bool:
+        """The run failed only because the benchmark's noise allowed no decision (exit 3)."""
+        return self.failed_gate == "benchmark" and self.benchmark == INCONCLUSIVE
 
 
 def load_release_and_previous(path: Path | str) -> tuple[Release, Release | None]:
@@ -94,11 +105,18 @@ def qualify_flow(
         gates={gate: result.outcome.value for gate, result in results.items()},
         stages=stages.statuses(),
         seconds=stages.seconds(),
+        benchmark=benchmark_decision(results),
     )
     if failed is not None:  # the flow ends Failed, with the outcome for the caller's summary
         return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
     decided = decide_promotion(release_file, release, published, wait=wait, progress=stages.note)
     return outcome.model_copy(update={"promotion": decided})
+
+
+def benchmark_decision(results: dict[str, GateResult]) -> str:
+    """The benchmark session's decision, or "" when the benchmark did not decide."""
+    result = results.get("benchmark")
+    return str(result.summary.get("decision", "")) if result is not None else ""
 
 
 def _artifact(release: str, published: Path) -> None:
