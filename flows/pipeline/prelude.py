@@ -104,7 +104,7 @@ def prepared_cluster(
         observer.finished("distribute", "passed", "; ".join(installed))
         context = GateContext(
             cluster=cluster, release=release, previous=previous, transports=held.transports,
-            state=state, experiments=experiments, progress=say, advance=observer.progressed,
+            state=state, experiments=experiments, say=say, advance=observer.progressed,
         )  # fmt: skip
         record = open_record(
             records or experiments, release, build_digest=build.digest, cluster=cluster,
