@@ -10,6 +10,7 @@ a Prefect flow takes only plain parameters.
 
 from __future__ import annotations
 
+import logging
 import time
 from contextvars import ContextVar
 from typing import Protocol
@@ -48,7 +49,20 @@ class NullObserver:
 
 
 class PrefectLogObserver:
-    """Every transition and note as one line in the Prefect run log (no per-step progress)."""
+    """Every transition and note as one line in the Prefect run log (no per-step progress).
+
+    The run's logger is taken when the observer is made (inside the flow), so lines said from
+    worker threads (a parallel install) still reach the run; outside a run, a plain logger.
+    """
+
+    def __init__(self) -> None:
+        from prefect import get_run_logger  # noqa: PLC0415 - Prefect only where a run is
+        from prefect.exceptions import MissingContextError  # noqa: PLC0415
+
+        try:
+            self._logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = get_run_logger()
+        except MissingContextError:
+            self._logger = logging.getLogger("sparkgate")
 
     def started(self, stage: str) -> None:
         """Log `<stage>: running`."""
@@ -59,9 +73,7 @@ class PrefectLogObserver:
 
     def note(self, line: str) -> None:
         """Log the line at INFO."""
-        from prefect import get_run_logger  # noqa: PLC0415 - only when a run is active
-
-        get_run_logger().info(line)
+        self._logger.info(line)
 
     def finished(self, stage: str, status: str, detail: str = "") -> None:
         """Log `<stage>: <status> - <detail>`."""
