@@ -29,7 +29,7 @@ from flows.pipeline.aa_ledger import (
     ledger_from_records,
     suite_of,
 )
-from flows.pipeline.events import PrefectLogObserver
+from flows.pipeline.events import observer_of_run
 from flows.pipeline.prelude import prepared_cluster, versions
 from flows.settings import project_root
 from flows.spec.cluster import Cluster
@@ -134,7 +134,7 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
     experiments = project_root() / "experiments"
     with prepared_cluster(
         release, cluster, previous=None, command=f"sparkgate calibrate {release_file}",
-        observer=PrefectLogObserver(), records=experiments / CALIBRATION_DIR, resume=False,
+        observer=observer_of_run(), records=experiments / CALIBRATION_DIR, resume=False,
     ) as prepared:  # fmt: skip
         record = prepared.record
         result = calibration_task(prepared.context, suite, arms, record.stage_dir(STAGE))
