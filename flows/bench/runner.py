@@ -29,13 +29,13 @@ from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
 from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError
+from flows.lines import LineSink, silent
 from flows.spec.suite import ClosedLoop, Poisson, Prefill, Prefix, SingleStream, StepGrid, Suite
 
 Measured = tuple[dict[str, float], list[Receipt]]
 SampleFn = Callable[[str], Measured]
 Planned = list[tuple[str, str, list[tuple[str, SampleFn]]]]
 """(workload kind, workload name, [(point name, sample function)]) in suite order."""
-Log = Callable[[str], None]
 Tick = Callable[[int, int], None]
 """Progress of an arm: samples taken so far (warmups included) and samples planned."""
 
@@ -62,7 +62,7 @@ class ArmContext:
     suite: Suite
     model: str
     prompts: PromptFactory
-    log: Log
+    say: LineSink
     http: Client
     discarded: list[dict[str, JsonValue]] = field(default_factory=list)
     client: list[ClientStats] = field(default_factory=list)
@@ -106,7 +106,7 @@ class ArmContext:
         if client_saturated(stats):
             self.saturated += 1
             if self.saturated == 1:
-                self.log(f"warning: {saturation_reason(stats)}")
+                self.say(f"warning: {saturation_reason(stats)}")
         return receipts
 
 
@@ -167,18 +167,18 @@ def measure(ctx: ArmContext, point: str, key: str, fn: SampleFn) -> Sample:
         if foreign:
             foreign_attempts += 1
             ctx.discarded.append({"point": point, "sample": key, "attempt": attempt, **foreign})
-            ctx.log(f"{point} {key}: foreign traffic {foreign}; repeating the sample")
+            ctx.say(f"{point} {key}: foreign traffic {foreign}; repeating the sample")
             continue
         if ctx.cpu_bound and ctx.processes < ctx.suite.client.max_processes:
             ctx.processes = min(2 * ctx.processes, ctx.suite.client.max_processes)
             ctx.discarded.append(
                 {"point": point, "sample": key, "attempt": attempt, "client_saturated": True}
             )
-            ctx.log(f"{point} {key}: client CPU-bound; repeating with {ctx.processes} processes")
+            ctx.say(f"{point} {key}: client CPU-bound; repeating with {ctx.processes} processes")
             continue
         failed = [r.error for r in receipts if not r.ok]
         if failed:
-            ctx.log(f"{point} {key}: {len(failed)} failed request(s): {failed[0]}")
+            ctx.say(f"{point} {key}: {len(failed)} failed request(s): {failed[0]}")
         return Sample(
             metrics=metrics if wl.all_ok(receipts) else {}, receipts=receipts, attempts=attempt
         )
@@ -295,7 +295,7 @@ def _run_workload(
         for name, fn in order:
             collected[name].append(measure(ctx, name, f"{name}/s{round_index}", fn))
             _tick(ctx)
-            ctx.log(f"{name} sample {round_index + 1}/{samples}: {_brief(collected[name][-1])}")
+            ctx.say(f"{name} sample {round_index + 1}/{samples}: {_brief(collected[name][-1])}")
     return {
         name: Point(
             workload=kind,
@@ -416,7 +416,7 @@ def run_arm(
     suite: Suite,
     *,
     label: str,
-    log: Log = lambda _: None,
+    say: LineSink = silent,
     checkpoint: Callable[[ArmReport], object] | None = None,
     on_sample: Tick | None = None,
 ) -> ArmReport:
@@ -436,7 +436,7 @@ def run_arm(
     check_context(suite, served.get(model))
     missing = endpoint.missing_metrics()
     if missing:
-        log(f"warning: {endpoint.base_url} does not export {', '.join(missing)}: "
+        say(f"warning: {endpoint.base_url} does not export {', '.join(missing)}: "
             "the idle and foreign-traffic checks that need them are off")  # fmt: skip
     prompts = PromptFactory(
         tokenize=lambda text: endpoint.tokenize(text, model),
@@ -445,7 +445,7 @@ def run_arm(
     )
     http = Client(endpoint.base_url, timeout_s=suite.client.timeout_s, api_key=endpoint.api_key)
     ctx = ArmContext(
-        endpoint=endpoint, suite=suite, model=model, prompts=prompts, log=log, http=http,
+        endpoint=endpoint, suite=suite, model=model, prompts=prompts, say=say, http=http,
         on_sample=on_sample or _no_tick,
     )  # fmt: skip
     planned_points = plan(ctx)
@@ -458,7 +458,7 @@ def run_arm(
     try:
         for kind, name, planned in planned_points:
             workload = next(w for w in suite.workloads if w.name == name)
-            log(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
+            say(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
             points |= _run_workload(ctx, kind, planned, suite.samples_of(workload))
             if checkpoint is not None:
                 checkpoint(report())

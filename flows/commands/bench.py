@@ -82,7 +82,7 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
         endpoint,
         spec,
         label=label,
-        log=lambda line: err_console.print(line, markup=False),
+        say=lambda line: err_console.print(line, markup=False),
         checkpoint=lambda partial: write_arm(partial, out),
     )
     path = write_arm(arm, out)

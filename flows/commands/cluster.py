@@ -1,14 +1,17 @@
-"""`sparkgate cluster ...` and `sparkgate doctor`: look at and administer a cluster.
+"""`sparkgate cluster start|stop|status|logs|unlock` and `sparkgate doctor`: run a cluster by hand.
 
-Other areas add their subcommands (start, stop, status, logs) to `cluster_app` from their own
-module: list that module in `EXTENSIONS` and decorate its functions with
-`@cluster_app.command()`. `load_cluster` is the one way a `--cluster` option becomes a model.
+`start` takes the cluster lock for the boot (a qualification in progress is never disturbed),
+builds and installs the release, boots it while printing each rank's phases as they happen, and
+ends with the boot timeline. The running ranks are remembered in the project's state folder so
+the other commands, in later processes, act on exactly those ranks. `load_cluster` is the one
+way a `--cluster` option becomes a model (every command group uses it).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -24,9 +27,6 @@ from flows.ui.console import err_console, out_console
 cluster_app = typer.Typer(
     name="cluster", help="Start, stop, inspect and unlock a cluster.", no_args_is_help=True
 )
-
-EXTENSIONS: tuple[str, ...] = ("flows.commands.boot",)
-"""Modules (e.g. `flows.commands.boot`) that add commands to `cluster_app` when imported."""
 
 ClusterOption = Annotated[
     str,
@@ -61,6 +61,156 @@ def load_cluster(option: str) -> Cluster:
     from flows.spec.load import load_model  # noqa: PLC0415 - keeps CLI startup fast
 
     return load_model(cluster_path(option), Cluster)
+
+
+ReleaseArgument = Annotated[str, typer.Argument(help="Release file, e.g. releases/r1.yaml.")]
+
+
+@cluster_app.command("start")
+def start(
+    release: ReleaseArgument,
+    cluster: ClusterOption = "local",
+    empty_cache: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--empty-cache",
+            help="Empty a cache kind before booting: KIND (every node) or KIND@NODE. Repeatable.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Build, install and boot RELEASE on the cluster; print the boot timeline."""
+    from flows.cluster.boot.caches import parse_target  # noqa: PLC0415
+    from flows.cluster.boot.session import load_session, start_release  # noqa: PLC0415
+    from flows.cluster.ops.lock import ClusterLock, lock_settings  # noqa: PLC0415
+    from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
+    from flows.settings import state_dir  # noqa: PLC0415
+    from flows.spec.launch import render_all  # noqa: PLC0415
+    from flows.spec.load import load_model  # noqa: PLC0415
+    from flows.spec.release import Release  # noqa: PLC0415
+
+    spec = load_cluster(cluster)
+    chosen = load_model(release, Release)
+    plans = render_all(spec, chosen)
+    targets = [target for item in empty_cache or [] for target in parse_target(item, plans)]
+    running = load_session(state_dir(), spec.name)
+    if running is not None:
+        raise ClusterError(
+            f"cluster {spec.name} already runs {running.release} (started "
+            f"{running.started_at:%Y-%m-%d %H:%M:%S} UTC); `sparkgate cluster stop` first"
+        )
+    clock = time.monotonic()
+    with TransportPool(spec) as pool:
+        transports = {node.name: pool.node(node.name) for node in spec.nodes}
+        with ClusterLock(pool.head, lock_settings(spec)):
+            started = start_release(
+                spec, chosen, transports, state_dir(), empty=targets,
+                on_event=_print_event, progress=lambda line: err_console.print(escape(line)),
+            )  # fmt: skip
+    session = started.session
+    if as_json:
+        out_console.print_json(session.model_dump_json())
+        return
+    _print_timeline(session.timeline.model_dump(mode="json"))
+    head = next(h for h in session.handles if h.head)
+    err_console.print(
+        f"[green]{spec.name} serves {chosen.name}[/] at {head.plan.ready_url} - ready in "
+        f"{session.timeline.ready_s:.1f} s (boot wall {started.wall_s:.1f} s, command "
+        f"{time.monotonic() - clock:.1f} s); stop with `sparkgate cluster stop -c {cluster}`"
+    )
+
+
+@cluster_app.command("stop")
+def stop(cluster: ClusterOption = "local") -> None:
+    """Stop every rank that `cluster start` left running (signal, grace, then kill)."""
+    from flows.cluster.boot.session import load_session, stop_session  # noqa: PLC0415
+    from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
+    from flows.settings import state_dir  # noqa: PLC0415
+
+    spec = load_cluster(cluster)
+    session = load_session(state_dir(), spec.name)
+    if session is None:
+        err_console.print(f"{spec.name}: nothing started by sparkgate is running")
+        return
+    with TransportPool(spec) as pool:
+        transports = {node.name: pool.node(node.name) for node in spec.nodes}
+        statuses = stop_session(spec, session, transports, state_dir())
+    for handle, status in zip(session.handles, statuses, strict=True):
+        err_console.print(f"{handle.node} rank {handle.rank}: {status.describe()}")
+    err_console.print(f"[green]{spec.name}: stopped {session.release}[/]")
+
+
+@cluster_app.command("status")
+def status(cluster: ClusterOption = "local", as_json: JsonOption = False) -> None:
+    """Each rank of the running session: state, last phase, pid or container, uptime."""
+    from flows.cluster.boot.session import load_session, runtime_for  # noqa: PLC0415
+    from flows.cluster.boot.timeline import LogReader  # noqa: PLC0415
+    from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
+    from flows.settings import state_dir  # noqa: PLC0415
+
+    spec = load_cluster(cluster)
+    session = load_session(state_dir(), spec.name)
+    if session is None:
+        err_console.print(f"{spec.name}: nothing started by sparkgate is running")
+        return
+    rows = []
+    with TransportPool(spec) as pool:
+        runtime = runtime_for(spec, {node.name: pool.node(node.name) for node in spec.nodes})
+        now = datetime.now(UTC)
+        for handle in sorted(session.handles, key=lambda h: h.rank):
+            state = runtime.status(handle)
+            reader = LogReader(spec.engine.logs, node=handle.node, rank=handle.rank)
+            events = reader.read(runtime.read_log(handle).splitlines())
+            rows.append(
+                {
+                    "node": handle.node,
+                    "rank": handle.rank,
+                    "state": state.describe(),
+                    "phase": events[-1].name if events else "",
+                    "id": handle.container or str(handle.pid),
+                    "uptime_s": round((now - handle.started_at).total_seconds()),
+                }
+            )
+    if as_json:
+        out_console.print_json(json.dumps({"release": session.release, "ranks": rows}))
+        return
+    table = Table(title=f"{spec.name}: {session.release} ({session.image or session.build[:12]})")
+    for column in ("node", "rank", "state", "last phase", "pid/container", "uptime"):
+        table.add_column(column)
+    for row in rows:
+        colour = "green" if row["state"] == "running" else "red"
+        table.add_row(
+            escape(str(row["node"])), str(row["rank"]), f"[{colour}]{row['state']}[/]",
+            escape(str(row["phase"])), escape(str(row["id"])), f"{row['uptime_s']} s",
+        )  # fmt: skip
+    err_console.print(table)
+
+
+@cluster_app.command("logs")
+def logs(
+    cluster: ClusterOption = "local",
+    node: Annotated[str | None, typer.Option("--node", "-n", help="Only this node.")] = None,
+    tail: Annotated[int, typer.Option("--tail", help="Last N lines per rank (0: all).")] = 0,
+) -> None:
+    """Print the logs of the running session's ranks."""
+    from flows.cluster.boot.session import load_session, runtime_for  # noqa: PLC0415
+    from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
+    from flows.settings import state_dir  # noqa: PLC0415
+
+    spec = load_cluster(cluster)
+    session = load_session(state_dir(), spec.name)
+    if session is None:
+        raise ClusterError(f"{spec.name}: no running session to show logs of")
+    handles = [h for h in session.handles if node is None or h.node == node]
+    if not handles:
+        raise ClusterError(f"{spec.name}: no node {node!r} in the running session")
+    with TransportPool(spec) as pool:
+        runtime = runtime_for(spec, {n.name: pool.node(n.name) for n in spec.nodes})
+        for handle in handles:
+            lines = runtime.read_log(handle).splitlines()
+            err_console.rule(f"{handle.node} rank {handle.rank}")
+            for line in lines[-tail:] if tail else lines:
+                out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @cluster_app.command("unlock")
@@ -115,9 +265,46 @@ def doctor(cluster: ClusterOption = "local", as_json: JsonOption = False) -> Non
     report.raise_for_errors()
 
 
+def _print_event(event: object) -> None:
+    from flows.cluster.boot.timeline import LogEvent  # noqa: PLC0415
+
+    assert isinstance(event, LogEvent)
+    shown = {k: v for k, v in event.figures.items() if k != "rank" and len(str(v)) <= 40}
+    figures = ", ".join(f"{k}={v}" for k, v in shown.items())
+    colour = "red" if event.is_failure else "cyan"
+    err_console.print(
+        f"  {escape(event.node)} rank {event.rank}: [{colour}]{event.name}[/] {escape(figures)}"
+    )
+
+
+def _print_timeline(timeline: dict[str, object]) -> None:
+    table = Table(title="boot timeline (seconds since start)")
+    for column in ("node", "rank", "loaded", "prepared", "kernels", "compiled/cached",
+                   "prepare s", "liveness wait s", "met", "ready"):  # fmt: skip
+        table.add_column(column, justify="right")
+    ranks = timeline["ranks"]
+    assert isinstance(ranks, list)
+    for rank in ranks:
+        phases = rank["phases"]
+        table.add_row(
+            escape(rank["node"]), str(rank["rank"]),
+            _cell(phases.get("weights_loaded")), _cell(phases.get("kernels_prepared")),
+            _cell(rank["kernels"]), f"{_cell(rank['compiled'])}/{_cell(rank['cached'])}",
+            _cell(rank["prepare_s"]), _cell(rank["liveness_wait_s"]),
+            _cell(phases.get("rendezvous")), _cell(phases.get("ready")),
+        )  # fmt: skip
+    err_console.print(table)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
 def register(app: typer.Typer) -> None:
-    """Attach `cluster ...` (with every extension's commands) and `doctor`."""
-    for module in EXTENSIONS:
-        importlib.import_module(module)
+    """Attach `cluster ...` and `doctor`."""
     app.add_typer(cluster_app)
     app.command("doctor")(doctor)

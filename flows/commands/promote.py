@@ -73,7 +73,7 @@ def promote(
     from flows.pipeline.promote import promote_release  # noqa: PLC0415
 
     pointer = promote_release(
-        path, by=by or getpass.getuser(), reason=reason, cluster_file=target, progress=_say
+        path, by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say
     )
     _print_current(pointer.current.release, pointer.current.record)
 
@@ -91,9 +91,7 @@ def rollback(
     prefect_environment()
     from flows.pipeline.promote import rollback as roll_back  # noqa: PLC0415
 
-    pointer = roll_back(
-        by=by or getpass.getuser(), reason=reason, cluster_file=target, progress=_say
-    )
+    pointer = roll_back(by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say)
     _print_current(pointer.current.release, pointer.current.record)
 
 

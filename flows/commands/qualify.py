@@ -3,6 +3,8 @@
 Every file is validated before anything starts (bad input exits 2 and nothing runs); then the
 Prefect flow runs in this process (embedded Prefect unless PREFECT_API_URL names a server) with
 the stage board on stderr, and a summary table closes the run with the verdict and record path.
+The exit code follows the decision, as `bench compare`'s does: 0 qualified, 1 a gate failed,
+2 bad input, 3 the benchmark was inconclusive (never a pass: qualify again to add arms).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
-from flows.errors import GateFailedError, SparkgateError
+from flows.errors import GateFailedError, InconclusiveError, SparkgateError
 from flows.pipeline.stages import STAGE_TITLES
 from flows.ui.console import err_console, out_console
 
@@ -40,22 +42,27 @@ def qualify(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Qualify RELEASE on the cluster: gates in order, then the experiments record."""
+    """Qualify RELEASE on the cluster: gates in order, then the experiments record.
+
+    Exits 0 when qualified, 1 when a gate failed, 2 on bad input and 3 when the benchmark was
+    inconclusive (its noise allowed no decision: never a pass).
+    """
     from flows.settings import prefect_environment  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
-    from flows.ui.board import StageBoard, current_board  # noqa: PLC0415
+    from flows.ui.board import StageBoard  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     chosen = load_release(release)
     load_previous(release, chosen)
     prefect_environment()
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
+    from flows.pipeline.events import current_observer  # noqa: PLC0415
     from flows.pipeline.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
     from flows.settings import state_dir  # noqa: PLC0415
 
     title = f"qualify {chosen.name} on {spec.name}"
     with prefect_backend(state_dir() / "prefect"), StageBoard(err_console, title) as board:
-        token = current_board.set(board)
+        token = current_observer.set(board)
         try:
             state = qualify_flow(
                 str(Path(release).resolve()), str(cluster_path(cluster).resolve()), fresh,
@@ -63,15 +70,25 @@ def qualify(
                 return_state=True,
             )  # fmt: skip
         finally:
-            current_board.reset(token)
+            current_observer.reset(token)
     outcome = _outcome(chosen.name, state)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
     _print_summary(chosen.name, outcome)
-    if outcome.failed_gate is not None:
-        raise GateFailedError(str(state.message))
+    error = verdict_error(outcome, str(state.message))
+    if error is not None:
+        raise error
     if outcome.promotion:
         err_console.print(f"{chosen.name}: {escape(outcome.verdict)}, {escape(outcome.promotion)}")
+
+
+def verdict_error(outcome: QualifyOutcome, message: str) -> SparkgateError | None:
+    """The error a verdict exits with: none when qualified, 3 when inconclusive, else 1."""
+    if outcome.inconclusive:
+        return InconclusiveError(message)
+    if outcome.failed_gate is not None:
+        return GateFailedError(message)
+    return None
 
 
 def _outcome(release: str, state: State[Any]) -> QualifyOutcome:

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.transport.base import Transport
+from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
 
@@ -61,7 +62,7 @@ class GateContext:
     transports: dict[str, Transport]
     state: Path = field(metadata={"doc": "project-local state folder (.sparkgate)"})
     experiments: Path = field(metadata={"doc": "folder of experiments records"})
-    progress: Callable[[str], None] = field(default=lambda _line: None)
+    say: LineSink = field(default=silent)
     advance: Callable[[str, int, int], None] = field(
         default=lambda _what, _done, _total: None,
         metadata={"doc": "progress inside the gate: what is counted, done, total"},

@@ -196,7 +196,7 @@ def _stop_running(context: GateContext) -> None:
     """Every arm is a fresh boot: stop whatever this project left running on the cluster."""
     running = load_session(context.state, context.cluster.name)
     if running is not None:
-        context.progress(f"stopping {running.release} on {context.cluster.name} before the arm")
+        context.say(f"stopping {running.release} on {context.cluster.name} before the arm")
         stop_session(context.cluster, running, context.transports, context.state)
 
 
@@ -232,7 +232,7 @@ def measure_arm(
     release: Release | None = context.release if role == "candidate" else context.previous
     if release is None:
         raise BenchError("a previous arm needs a previous release")
-    say = context.progress
+    say = context.say
     finished = finished_arm(arm_folder(out_dir, index, role), release.name, role, suite)
     if finished is not None:
         say(f"arm {index} ({role}, {release.name}): measured by the interrupted run, kept")
@@ -245,7 +245,7 @@ def measure_arm(
     try:
         say(f"arm {index} ({role}, {release.name}): ready in {started.wall_s:.1f}s, measuring")
         report = run_arm(
-            _endpoint(context), suite, label=f"{index}-{role}", log=say,
+            _endpoint(context), suite, label=f"{index}-{role}", say=say,
             on_sample=lambda done, total: context.advance(f"arm {index} samples", done, total),
         )  # fmt: skip
     finally:
@@ -317,7 +317,7 @@ def run_benchmark(
 
     def on_compare(comparison: Comparison, decision: Decision, arms: int) -> None:
         _write_comparison(comparison, out_dir)
-        context.progress(f"after {arms} arms: {decision.value}")
+        context.say(f"after {arms} arms: {decision.value}")
 
     try:
         session = run_session(

@@ -70,7 +70,7 @@ def run_cold_boots(
             )
             continue
         targets = cache_targets(plans, mode, rank=settings.rank)
-        context.progress(f"cold boots: {mode} ({len(targets)} cache folders emptied)")
+        context.say(f"cold boots: {mode} ({len(targets)} cache folders emptied)")
         observed, raw, folder = _one_boot(
             context, settings, mode, targets, spot=spot, reference=reference
         )
@@ -83,7 +83,7 @@ def run_cold_boots(
         files.append(write_json(out_dir, f"boots/{mode}.json", raw))
         if folder is not None:
             evidence.append(str(folder))
-        context.progress(f"cold boots: {mode}: {boot_row(observed)['what_happened']}")
+        context.say(f"cold boots: {mode}: {boot_row(observed)['what_happened']}")
     passed, reason = cold_boots_verdict(seen)
     summary: dict[str, Any] = {
         "boots": [boot_row(observation) for observation in seen],

@@ -68,7 +68,7 @@ def run_determinism(
 
     try:
         with running_release(context) as started:
-            context.progress(f"determinism: {context.release.name} ready in {started.wall_s:.1f} s")
+            context.say(f"determinism: {context.release.name} ready in {started.wall_s:.1f} s")
             runs, sampled = asyncio.run(
                 asyncio.wait_for(
                     _traffic(api_base_url(context.cluster), settings, prompts, long, context),
@@ -194,7 +194,7 @@ async def _traffic(
     async with open_client(base_url, top) as client:
 
         async def step(name: str, work: Any) -> list[Answered]:
-            context.progress(f"determinism: {name}")
+            context.say(f"determinism: {name}")
             answered: list[Answered] = await work
             runs[name] = answered
             context.advance("scenarios", len(runs), SCENARIOS)

@@ -346,7 +346,7 @@ def run_release_tests(
     """Select, classify and run the release's tests on one node with the cluster stopped."""
     started, began = datetime.now(UTC), time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
-    say = context.progress
+    say = context.say
     cluster, release = context.cluster, context.release
     node_name = settings.node or cluster.head.name
     nodes = {node.name: node for node in cluster.nodes}

@@ -58,7 +58,7 @@ class ImageTests:
     @classmethod
     def for_release(cls, context: GateContext, node: str) -> ImageTests:
         """Build (or reuse) the release image everywhere, as a boot would."""
-        image = release_image_for(context.cluster, context.release, context.state, context.progress)
+        image = release_image_for(context.cluster, context.release, context.state, context.say)
         ranks = DockerRanks(
             context.cluster, context.transports, release=context.release, image=image.built.tag
         )
@@ -67,7 +67,7 @@ class ImageTests:
             node=node,
             transport=context.transports[node],
             python=context.cluster.runtime.python,
-            say=context.progress,
+            say=context.say,
         )
 
     def list_tree(self) -> list[str]:

@@ -28,7 +28,7 @@ def running_release(
         context.transports,
         context.state,
         empty=empty,
-        progress=context.progress,
+        progress=context.say,
     )
     try:
         yield started

@@ -18,9 +18,9 @@ from prefect.states import Failed
 
 from flows.errors import SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
+from flows.pipeline.events import StageObserver
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record, record_hashes
-from flows.ui.board import StageBoard
 
 
 def _gate_key(_context: object, parameters: dict[str, Any]) -> str:
@@ -45,18 +45,23 @@ def gate_task(
 
 
 def run_gates(
-    context: GateContext, record: Any, build_digest: str, *, fresh: bool, view: StageBoard
+    context: GateContext,
+    record: Any,
+    build_digest: str,
+    *,
+    fresh: bool,
+    observer: StageObserver,
 ) -> dict[str, GateResult]:
     """Run every gate of the release in order; the results so far, up to the first failure."""
     results: dict[str, GateResult] = {}
     for gate in GATES:
         settings = getattr(context.release.gates, gate)
-        view.start(gate)
+        observer.started(gate)
         if not settings.enabled:
             result = _skipped(gate, "disabled in the release file")
             record.save_stage(result)
             results[gate] = result
-            view.finish(gate, "skipped", result.reason)
+            observer.finished(gate, "skipped", result.reason)
             continue
         key = gate_cache_key(
             gate, build_digest=build_digest, cluster=context.cluster, settings=settings,
@@ -77,7 +82,7 @@ def run_gates(
                 saved = _skipped(gate, _state_message(state), outcome=Outcome.FAILED)
                 record.save_stage(saved)
             results[gate] = saved
-            view.finish(gate, "failed", saved.reason)
+            observer.finished(gate, "failed", saved.reason)
             break
         finished = state.result()
         if not isinstance(finished, GateResult):
@@ -89,7 +94,7 @@ def run_gates(
         status = (
             "cached" if cached else ("skipped" if finished.outcome == Outcome.SKIPPED else "passed")
         )
-        view.finish(gate, status, finished.reason)
+        observer.finished(gate, status, finished.reason)
     return results
 
 
@@ -115,7 +120,7 @@ def _gate_runner(
         reference = determinism.summary.get("hashes") if determinism else None
         return lambda: run_cold_boots(context, settings, out_dir, reference=reference)
     from flows.gates.benchmark import run_benchmark  # noqa: PLC0415
-    from flows.pipeline.calibrate import ledger_for  # noqa: PLC0415
+    from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
 
     return lambda: run_benchmark(context, settings, out_dir, ledger=ledger_for(context, settings))
 

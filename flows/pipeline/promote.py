@@ -43,15 +43,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows.cluster.boot.session import load_session, start_release, stop_session
 from flows.cluster.build.wheel import build_release
-from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.transport.base import Transport
-from flows.cluster.transport.factory import TransportPool
 from flows.engine_api.ready import probe_ready
 from flows.errors import BootError, PromotionError, SparkgateError, SpecError
 from flows.gates.base import api_base_url
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
 from flows.gates.prompts import LONG_ID, Prompt
 from flows.gates.traffic import complete, open_client
+from flows.lines import LineSink, silent
+from flows.pipeline.events import NullObserver
+from flows.pipeline.prelude import held_cluster
 from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record, record_hashes
 from flows.record.atomic import write_text
@@ -69,7 +70,6 @@ RESUME_ATTEMPTS = 10
 POLL_S = 1
 AWAITING = "awaiting promotion"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-Progress = Callable[[str], None]
 _T = TypeVar("_T")
 
 
@@ -249,11 +249,11 @@ def read_log(root: Path) -> list[LogEntry]:
 
 
 def checked_entry(
-    release_file: Path, *, by: str, reason: str, root: Path, state: Path, progress: Progress
+    release_file: Path, *, by: str, reason: str, root: Path, state: Path, say: LineSink
 ) -> PromotedEntry:
     """The entry to promote, after the refusal rules; raises PromotionError naming each gap."""
     release = load_release(release_file)
-    digest = build_release(release, state / "build-cache", progress).digest
+    digest = build_release(release, state / "build-cache", say).digest
     experiments = root / "experiments"
     record = latest_record(experiments, release.name)
     problems = refusal_reasons(record, release, digest)
@@ -272,14 +272,11 @@ def promote_release(
     by: str,
     reason: str,
     cluster_file: Path | str | None = None,
-    progress: Progress | None = None,
+    say: LineSink = silent,
 ) -> Pointer:
     """Promote a qualified release; with a cluster file, deploy it (rolled back on failure)."""
-    say = progress or (lambda _line: None)
     root, state = project_root(), state_dir()
-    entry = checked_entry(
-        Path(release_file), by=by, reason=reason, root=root, state=state, progress=say
-    )
+    entry = checked_entry(Path(release_file), by=by, reason=reason, root=root, state=state, say=say)
     before = read_pointer(root)
     after = promoted(before, entry)
     write_pointer(root, after)
@@ -288,7 +285,7 @@ def promote_release(
     if cluster_file is None:
         return after
     cluster = load_model(cluster_file, Cluster)
-    problem, evidence = deploy(cluster, entry, root=root, state=state, progress=say)
+    problem, evidence = deploy(cluster, entry, root=root, state=state, say=say)
     if problem is None:
         append_log(root, _log(entry, "deployed", detail=f"on {cluster.name}"))
         return after
@@ -302,7 +299,7 @@ def promote_release(
         )
     restored = rolled_back(after)
     write_pointer(root, restored)
-    back, back_evidence = deploy(cluster, restored.current, root=root, state=state, progress=say)
+    back, back_evidence = deploy(cluster, restored.current, root=root, state=state, say=say)
     detail = f"automatic, after the deploy of {entry.release} failed: {problem}"
     if back is not None:
         detail += f"; the previous release did not verify either: {back}"
@@ -325,17 +322,16 @@ def rollback(
     by: str,
     reason: str,
     cluster_file: Path | str | None = None,
-    progress: Progress | None = None,
+    say: LineSink = silent,
 ) -> Pointer:
     """Return to the previous promoted release on purpose (and deploy it with a cluster)."""
-    say = progress or (lambda _line: None)
     root, state = project_root(), state_dir()
     restored = rolled_back(read_pointer(root))
     write_pointer(root, restored)
     problem, evidence = None, list[str]()
     if cluster_file is not None:
         cluster = load_model(cluster_file, Cluster)
-        problem, evidence = deploy(cluster, restored.current, root=root, state=state, progress=say)
+        problem, evidence = deploy(cluster, restored.current, root=root, state=state, say=say)
     detail = "on purpose" + ("" if problem is None else f"; deploy failed: {problem}")
     append_log(
         root,
@@ -375,24 +371,25 @@ def log_rejection(release: str, *, by: str, reason: str) -> None:
 
 
 def deploy(
-    cluster: Cluster, entry: PromotedEntry, *, root: Path, state: Path, progress: Progress
+    cluster: Cluster, entry: PromotedEntry, *, root: Path, state: Path, say: LineSink
 ) -> tuple[str | None, list[str]]:
     """Stop what runs, start `entry`, check health and a spot check; (problem, evidence).
 
     A release that fails is stopped again; one that passes is left serving.
     """
     release = load_release(root / entry.release_file)
-    with TransportPool(cluster) as pool:
-        transports = {node.name: pool.node(node.name) for node in cluster.nodes}
-        with ClusterLock(pool.head, lock_settings(cluster), command=f"deploy {entry.release}"):
-            running = load_session(state, cluster.name)
-            if running is not None:
-                progress(f"stopping {running.release} on {cluster.name}")
-                stop_session(cluster, running, transports, state)
-            return _start_and_verify(
-                cluster, release, entry, transports=transports, root=root, state=state,
-                progress=progress,
-            )  # fmt: skip
+    quiet = NullObserver()  # a deploy has no stage board; its lines go to `say`
+    # no concurrency slot: a deploy only takes the lock, as it always did
+    command = f"deploy {entry.release}"
+    with held_cluster(cluster, command=command, observer=quiet, slot=False) as held:
+        running = load_session(state, cluster.name)
+        if running is not None:
+            say(f"stopping {running.release} on {cluster.name}")
+            stop_session(cluster, running, held.transports, state)
+        return _start_and_verify(
+            cluster, release, entry, transports=held.transports, root=root, state=state,
+            say=say,
+        )  # fmt: skip
 
 
 def _start_and_verify(
@@ -403,11 +400,11 @@ def _start_and_verify(
     transports: dict[str, Transport],
     root: Path,
     state: Path,
-    progress: Progress,
+    say: LineSink,
 ) -> tuple[str | None, list[str]]:
-    progress(f"starting {entry.release} on {cluster.name}")
+    say(f"starting {entry.release} on {cluster.name}")
     try:
-        started = start_release(cluster, release, transports, state, progress=progress)
+        started = start_release(cluster, release, transports, state, progress=say)
     except BootError as error:
         return f"boot failed: {error}", [str(error.evidence)] if error.evidence else []
     except SparkgateError as error:
@@ -416,7 +413,7 @@ def _start_and_verify(
     if problem is not None:
         stop_session(cluster, started.session, transports, state)
         return problem, []
-    progress(f"{entry.release} serves on {cluster.name}, spot check passed")
+    say(f"{entry.release} serves on {cluster.name}, spot check passed")
     return None, []
 
 
@@ -513,7 +510,7 @@ def _retry(call: Callable[[], _T]) -> _T:
 
 
 def decide_promotion(
-    release_file: str, release: Release, record: Path, *, wait: bool, progress: Progress
+    release_file: str, release: Release, record: Path, *, wait: bool, say: LineSink
 ) -> str:
     """At the end of a passing qualification: wait for a person, then promote or reject.
 
@@ -522,7 +519,7 @@ def decide_promotion(
     """
     if not wait:
         return AWAITING
-    progress(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
+    say(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
     form = Decision.with_initial_data(
         description=decision_description(release.name, str(record)), decision="approve"
     )
@@ -538,7 +535,7 @@ def decide_promotion(
     if answer.decision == "reject":
         log_rejection(release.name, by=answer.by, reason=answer.reason)
         raise PromotionError(f"{release.name} rejected by {answer.by}: {answer.reason}")
-    promote_release(release_file, by=answer.by, reason=answer.reason, progress=progress)
+    promote_release(release_file, by=answer.by, reason=answer.reason, say=say)
     return f"promoted by {answer.by}"
 
 

@@ -2,15 +2,14 @@
 
 On a terminal it is a rich Live table that log lines scroll above (Prefect's console handler is
 pointed at the same console, so its lines never garble the table); elsewhere (CI, pipes) each
-stage transition is one plain line. The flow only calls `start`, `finish` and `note`; nothing
-here knows about Prefect runs or gates.
+stage transition is one plain line. It is a `StageObserver` (flows.pipeline.events): the flow
+reports stage events to it and keeps its own times; nothing here knows about Prefect runs or gates.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -40,10 +39,6 @@ class _Row:
     seconds: float | None = None
     detail: str = ""
     counted: tuple[str, int, int] | None = None  # progress inside the stage: what, done, total
-
-
-current_board: ContextVar[StageBoard | None] = ContextVar("current_board", default=None)
-"""The board of the command that runs the flow (the flow itself takes only plain parameters)."""
 
 
 class StageBoard:
@@ -76,13 +71,13 @@ class StageBoard:
             self._live.__exit__(kind, value, traceback)
             self._live = None
 
-    def start(self, stage: str) -> None:
+    def started(self, stage: str) -> None:
         """Mark a stage running."""
         row = self.rows[stage]
         row.status, row.started = "running", time.monotonic()
         self._changed(stage)
 
-    def finish(self, stage: str, status: str, detail: str = "") -> None:
+    def finished(self, stage: str, status: str, detail: str = "") -> None:
         """Mark a stage done: passed, cached, skipped or failed, with a one-line detail."""
         row = self.rows[stage]
         if row.started is not None:
@@ -90,7 +85,7 @@ class StageBoard:
         row.status, row.detail, row.counted = status, detail, None
         self._changed(stage)
 
-    def advance(self, what: str, done: int, total: int) -> None:
+    def progressed(self, what: str, done: int, total: int) -> None:
         """Progress inside the running stage (arms, samples, boots): a bar on a terminal.
 
         Plain output gets no line per step; the stage's notes already say what happens.
@@ -105,10 +100,6 @@ class StageBoard:
     def note(self, line: str) -> None:
         """A progress line printed above the table."""
         self.console.print(escape(line), highlight=False)
-
-    def seconds(self) -> dict[str, float]:
-        """Elapsed seconds of every stage that ran."""
-        return {s: r.seconds for s, r in self.rows.items() if r.seconds is not None}
 
     def statuses(self) -> dict[str, str]:
         """Status of every stage that ran (passed, cached, skipped or failed)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from flows.gates.base import GateContext
-from flows.pipeline.calibrate import CALIBRATION_DIR, ledger_for
+from flows.pipeline.aa_ledger import CALIBRATION_DIR, ledger_for
 from flows.record import read_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

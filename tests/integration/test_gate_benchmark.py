@@ -62,7 +62,7 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     cluster = local_cluster.model_copy(update={"nodes": [local_cluster.head]})
     context = GateContext(
         cluster=cluster, release=candidate, previous=previous, transports=dict(transports),
-        state=state, experiments=tmp_path / "experiments", progress=lines.append,
+        state=state, experiments=tmp_path / "experiments", say=lines.append,
     )  # fmt: skip
     settings = BenchmarkGate(suite=str(suite), max_arms=3)
     out = tmp_path / "bench"

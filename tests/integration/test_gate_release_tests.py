@@ -59,7 +59,7 @@ def _context(
     lines: list[str] = []
     return GateContext(
         cluster=cluster, release=release, previous=None, transports=dict(transports),
-        state=state, experiments=state / "experiments", progress=lines.append,
+        state=state, experiments=state / "experiments", say=lines.append,
     )  # fmt: skip
 
 

@@ -208,7 +208,7 @@ def test_the_release_tests_gate_runs_pytest_inside_the_release_image(
         context = GateContext(
             cluster=cluster, release=release, previous=None,
             transports={node.name: pool.node(node.name) for node in cluster.nodes},
-            state=state, experiments=state / "experiments", progress=said.append,
+            state=state, experiments=state / "experiments", say=said.append,
         )  # fmt: skip
         settings = ReleaseTestsGate(classification=classification, timeout_s=300)
         result = run_release_tests(context, settings, out)

@@ -9,23 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows.bench.ledger import Ledger, write_ledger
+from flows.bench.ledger import Ledger, helmert_gaps, write_ledger
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.bench.stats import aa_gap
 from flows.cli import main
 from flows.errors import BootError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark import arm_folder
-from flows.pipeline.calibrate import (
-    CALIBRATION_DIR,
-    GAPS_FILE,
-    STAGE,
-    VERDICT,
-    helmert_gaps,
-    ledger_for,
-    ledger_from_records,
-    run_calibration,
-)
+from flows.pipeline.aa_ledger import CALIBRATION_DIR, GAPS_FILE, ledger_for, ledger_from_records
+from flows.pipeline.calibrate import STAGE, VERDICT, run_calibration
 from flows.record import read_record, verify
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster

@@ -179,7 +179,7 @@ def test_foreign_traffic_repeats_the_sample_and_is_logged(engine: tuple[FakeEngi
     )
     fake.foreign_once = 50  # another client's 50 tokens land during the first sample
     lines: list[str] = []
-    arm = run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1", log=lines.append)
+    arm = run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1", say=lines.append)
     assert arm.discarded == [
         {"point": "single/c1", "sample": "single/c1/s0", "attempt": 1, "generation_tokens": 50.0}
     ]
@@ -214,7 +214,7 @@ def test_missing_metrics_are_reported(engine: tuple[FakeEngine, str]) -> None:
         {**SUITE, "warmup": 0, "samples": 1, "workloads": SUITE["workloads"][:1]}
     )
     lines: list[str] = []
-    arm = run_arm(Endpoint(url, metric_names=names), suite, label="c1", log=lines.append)
+    arm = run_arm(Endpoint(url, metric_names=names), suite, label="c1", say=lines.append)
     assert arm.identity["metrics_missing"] == ["waiting"]
     assert any("does not export waiting" in line for line in lines)
 

@@ -22,10 +22,10 @@ def _plain_board() -> tuple[StageBoard, io.StringIO]:
 
 def test_a_running_stage_shows_its_progress_until_it_finishes() -> None:
     board, _ = _plain_board()
-    board.start("benchmark")
-    board.advance("arm 2 samples", 7, 21)
+    board.started("benchmark")
+    board.progressed("arm 2 samples", 7, 21)
     assert "arm 2 samples 7/21" in _text(board)
-    board.finish("benchmark", "passed", "every point faster or level")
+    board.finished("benchmark", "passed", "every point faster or level")
     shown = _text(board)
     assert "arm 2 samples" not in shown
     assert "every point faster or level" in shown
@@ -33,16 +33,16 @@ def test_a_running_stage_shows_its_progress_until_it_finishes() -> None:
 
 def test_progress_without_a_running_stage_is_ignored() -> None:
     board, _ = _plain_board()
-    board.advance("arm 1 samples", 1, 4)
+    board.progressed("arm 1 samples", 1, 4)
     assert "arm 1 samples" not in _text(board)
 
 
 def test_plain_output_prints_each_transition_once_and_no_progress_lines() -> None:
     board, lines = _plain_board()
-    board.start("cold_boots")
-    board.advance("boots", 1, 4)
-    board.advance("boots", 2, 4)
-    board.finish("cold_boots", "failed", "warm: boot failed")
+    board.started("cold_boots")
+    board.progressed("boots", 1, 4)
+    board.progressed("boots", 2, 4)
+    board.finished("cold_boots", "failed", "warm: boot failed")
     printed = lines.getvalue().splitlines()
     assert printed[0] == "cold boots: running"
     assert printed[1].startswith("cold boots: failed (")

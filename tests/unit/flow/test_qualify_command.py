@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from prefect.states import Completed, Failed
 
-from flows.commands.qualify import _outcome
-from flows.errors import GateFailedError, LockHeldError
-from flows.pipeline.qualify import QualifyOutcome
+from flows.commands.qualify import _outcome, verdict_error
+from flows.errors import GateFailedError, InconclusiveError, LockHeldError
+from flows.gates.base import GateResult, Outcome
+from flows.pipeline.qualify import QualifyOutcome, benchmark_decision
 
 OUTCOME = QualifyOutcome(
     release="r2", verdict="failed at benchmark: slower", failed_gate="benchmark",
@@ -34,3 +37,37 @@ def test_a_refusal_is_raised_as_itself() -> None:
 def test_a_crash_is_raised_as_a_failed_qualification_naming_the_release() -> None:
     with pytest.raises(GateFailedError, match="r2: qualification failed: boom"):
         _outcome("r2", Failed(data=RuntimeError("boom")))
+
+
+def test_an_inconclusive_benchmark_exits_3_as_bench_compare_does() -> None:
+    undecided = OUTCOME.model_copy(update={"benchmark": "fail-inconclusive"})
+    error = verdict_error(undecided, "r2 failed at benchmark: inconclusive after 4 arms")
+    assert isinstance(error, InconclusiveError)
+    assert error.exit_code == 3
+
+
+def test_a_slower_benchmark_or_another_failed_gate_exits_1() -> None:
+    slower = OUTCOME.model_copy(update={"benchmark": "fail-slower"})
+    assert type(verdict_error(slower, "slower")) is GateFailedError
+    # an inconclusive benchmark that did not fail the run (an earlier gate failed) is not exit 3
+    earlier = OUTCOME.model_copy(
+        update={"failed_gate": "determinism", "benchmark": "fail-inconclusive"}
+    )
+    assert type(verdict_error(earlier, "determinism")) is GateFailedError
+    error = verdict_error(slower, "slower")
+    assert error is not None
+    assert error.exit_code == 1
+
+
+def test_a_qualified_release_exits_0() -> None:
+    passed = OUTCOME.model_copy(update={"verdict": "qualified", "failed_gate": None})
+    assert verdict_error(passed.model_copy(update={"benchmark": "pass"}), "") is None
+
+
+def test_the_outcome_carries_the_benchmark_decision() -> None:
+    result = GateResult(
+        gate="benchmark", outcome=Outcome.FAILED, reason="inconclusive after 4 arms",
+        started_at=datetime.now(UTC), seconds=1.0, summary={"decision": "fail-inconclusive"},
+    )  # fmt: skip
+    assert benchmark_decision({"benchmark": result}) == "fail-inconclusive"
+    assert benchmark_decision({}) == ""

@@ -69,9 +69,7 @@ def test_a_pause_that_times_out_is_logged_and_raised(
     monkeypatch.setattr(promote, "pause_flow_run", pause)
     record = project / "experiments/2026-12-02-r1"
     with pytest.raises(PromotionError, match="no decision within 2 s"):
-        decide_promotion(
-            "releases/r1.yaml", _release(project, 1.5), record, wait=True, progress=print
-        )
+        decide_promotion("releases/r1.yaml", _release(project, 1.5), record, wait=True, say=print)
     assert asked == [2]
     log = read_log(project)
     assert [(e.action, e.record) for e in log] == [("no-decision", "experiments/2026-12-02-r1")]
@@ -82,7 +80,7 @@ def test_no_wait_asks_nobody_and_logs_nothing(
 ) -> None:
     monkeypatch.setattr(promote, "pause_flow_run", _never_called)
     record = project / "experiments/2026-12-02-r1"
-    said = decide_promotion("r1", _release(project, 1), record, wait=False, progress=print)
+    said = decide_promotion("r1", _release(project, 1), record, wait=False, say=print)
     assert said == promote.AWAITING
     assert read_log(project) == []
 

@@ -1,0 +1,128 @@
+"""Stage events: the flow says when a stage starts, progresses and finishes; observers listen.
+
+The flow knows nothing of terminals: it reports to a `StageObserver` and keeps its own stage
+times and statuses in a `StageClock` (its outcome comes from the flow, never from a view). Three
+observers exist: `NullObserver` (silence), `PrefectLogObserver` (one run-log line per event, for
+runs without a terminal, e.g. a deployment on a server) and the rich terminal board in
+`flows.ui.board`. A command hands its observer to the flow through `current_observer`, because
+a Prefect flow takes only plain parameters.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextvars import ContextVar
+from typing import Protocol
+
+
+class StageObserver(Protocol):
+    """Receives the flow's stage events; statuses are passed, cached, skipped or failed."""
+
+    def started(self, stage: str) -> None:
+        """A stage began."""
+
+    def progressed(self, what: str, done: int, total: int) -> None:
+        """Progress inside the running stage: what is counted, how many done, of how many."""
+
+    def note(self, line: str) -> None:
+        """One progress line (a `LineSink`)."""
+
+    def finished(self, stage: str, status: str, detail: str = "") -> None:
+        """A stage ended with a status and a one-line detail."""
+
+
+class NullObserver:
+    """An observer that ignores every event."""
+
+    def started(self, stage: str) -> None:
+        """Ignored."""
+
+    def progressed(self, what: str, done: int, total: int) -> None:
+        """Ignored."""
+
+    def note(self, line: str) -> None:
+        """Ignored."""
+
+    def finished(self, stage: str, status: str, detail: str = "") -> None:
+        """Ignored."""
+
+
+class PrefectLogObserver:
+    """Every transition and note as one line in the Prefect run log (no per-step progress).
+
+    The run's logger is taken when the observer is made (inside the flow), so lines said from
+    worker threads (a parallel install) still reach the run; outside a run, a plain logger.
+    """
+
+    def __init__(self) -> None:
+        from prefect import get_run_logger  # noqa: PLC0415 - Prefect only where a run is
+        from prefect.exceptions import MissingContextError  # noqa: PLC0415
+
+        try:
+            self._logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = get_run_logger()
+        except MissingContextError:
+            self._logger = logging.getLogger("sparkgate")
+
+    def started(self, stage: str) -> None:
+        """Log `<stage>: running`."""
+        self.note(f"{stage}: running")
+
+    def progressed(self, what: str, done: int, total: int) -> None:
+        """Not logged: the stage's notes already say what happens."""
+
+    def note(self, line: str) -> None:
+        """Log the line at INFO."""
+        self._logger.info(line)
+
+    def finished(self, stage: str, status: str, detail: str = "") -> None:
+        """Log `<stage>: <status> - <detail>`."""
+        self.note(f"{stage}: {status}" + (f" - {detail}" if detail else ""))
+
+
+class StageClock:
+    """The flow's own record of its stages (status, seconds), forwarding each event."""
+
+    def __init__(self, observer: StageObserver) -> None:
+        self.observer = observer
+        self._started: dict[str, float] = {}
+        self._seconds: dict[str, float] = {}
+        self._statuses: dict[str, str] = {}
+
+    def started(self, stage: str) -> None:
+        """Start timing a stage."""
+        self._started[stage] = time.monotonic()
+        self.observer.started(stage)
+
+    def progressed(self, what: str, done: int, total: int) -> None:
+        """Forwarded."""
+        self.observer.progressed(what, done, total)
+
+    def note(self, line: str) -> None:
+        """Forwarded."""
+        self.observer.note(line)
+
+    def finished(self, stage: str, status: str, detail: str = "") -> None:
+        """Stop timing a stage and keep its status (one never started is not timed)."""
+        began = self._started.pop(stage, None)
+        if began is not None:
+            self._seconds[stage] = time.monotonic() - began
+            self._statuses[stage] = status
+        self.observer.finished(stage, status, detail)
+
+    def seconds(self) -> dict[str, float]:
+        """Elapsed seconds of every timed stage, in the order they finished."""
+        return dict(self._seconds)
+
+    def statuses(self) -> dict[str, str]:
+        """Status of every timed stage."""
+        return dict(self._statuses)
+
+
+current_observer: ContextVar[StageObserver | None] = ContextVar("current_observer", default=None)
+"""The observer of the command that runs the flow (None: the Prefect run log)."""
+
+
+def observer_of_run() -> StageObserver:
+    """The observer the running command set, else one writing to the Prefect run log."""
+    return current_observer.get() or PrefectLogObserver()

@@ -1,0 +1,179 @@
+"""What every run on a cluster does first: connect, take the cluster, check, build, install, record.
+
+Qualify, calibrate and the promotion deploy all start the same way; `held_cluster` is the part
+every one of them needs (a transport to every node, the cluster's concurrency slot and its lock)
+and `prepared_cluster` adds what a measured run needs on top (preflight, the build made once,
+installed and verified on every node, the gates' context and an open record). Each step is
+reported to a `StageObserver` as a stage (lock, preflight, build, distribute). Import this
+module only after `flows.settings.prefect_environment()`.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from flows import __version__
+from flows.cluster.build.wheel import ProcessBuild, build_release, install_everywhere
+from flows.cluster.ops.lock import ClusterLock, lock_settings
+from flows.cluster.ops.preflight import run_preflight
+from flows.cluster.transport.base import Transport
+from flows.cluster.transport.factory import TransportPool
+from flows.gates.base import GateContext
+from flows.lines import LineSink
+from flows.pipeline.events import StageObserver
+from flows.pipeline.schedule import cluster_slot
+from flows.record import open_record
+from flows.record.writer import RecordWriter
+from flows.settings import project_root, state_dir
+from flows.spec.cluster import Cluster
+from flows.spec.release import Release
+
+
+@dataclass(frozen=True)
+class HeldCluster:
+    """A cluster this run holds: its transports, under the slot and the lock."""
+
+    pool: TransportPool
+    transports: dict[str, Transport]
+
+
+@dataclass(frozen=True)
+class PreparedCluster:
+    """A held cluster with the release built, installed everywhere, and a record open."""
+
+    held: HeldCluster
+    build: ProcessBuild
+    context: GateContext
+    record: RecordWriter
+
+
+@contextmanager
+def held_cluster(
+    cluster: Cluster, *, command: str, observer: StageObserver, slot: bool = True
+) -> Iterator[HeldCluster]:
+    """Transports to every node, then the cluster's concurrency slot and lock (stage `lock`).
+
+    The slot is a no-op in embedded mode; `slot=False` takes the lock alone.
+    """
+    with TransportPool(cluster) as pool:
+        transports = {node.name: pool.node(node.name) for node in cluster.nodes}
+        observer.started("lock")
+        lock = ClusterLock(pool.head, lock_settings(cluster), command=command)
+        with cluster_slot(cluster.name) if slot else nullcontext(), lock:
+            observer.finished("lock", "passed", cluster.head.name)
+            yield HeldCluster(pool=pool, transports=transports)
+
+
+@contextmanager
+def prepared_cluster(
+    release: Release,
+    cluster: Cluster,
+    *,
+    previous: Release | None,
+    command: str,
+    observer: StageObserver,
+    records: Path | None = None,
+    resume: bool = True,
+) -> Iterator[PreparedCluster]:
+    """Hold the cluster, preflight it, build and install the release, open its record.
+
+    `records` is the folder the record opens in (experiments/ unless given); with `resume` an
+    unfinished record of the same build is reopened.
+    """
+    state = state_dir()
+    experiments = project_root() / "experiments"
+    say = observer.note
+    with held_cluster(cluster, command=command, observer=observer) as held:
+        observer.started("preflight")
+        observer.finished("preflight", "passed", preflight_task(cluster, held.pool))
+        observer.started("build")
+        build = build_task(release, state, say)
+        observer.finished("build", "passed", build.short)
+        observer.started("distribute")
+        installed = distribute_task(
+            build, release, cluster, transports=held.transports, state=state, say=say
+        )
+        observer.finished("distribute", "passed", "; ".join(installed))
+        context = GateContext(
+            cluster=cluster, release=release, previous=previous, transports=held.transports,
+            state=state, experiments=experiments, say=say, advance=observer.progressed,
+        )  # fmt: skip
+        record = open_record(
+            records or experiments, release, build_digest=build.digest, cluster=cluster,
+            previous=previous.name if previous else None, resume=resume,
+        )  # fmt: skip
+        record.save_json("build.json", build.model_dump(mode="json"))
+        say(f"record: {record.path}")
+        yield PreparedCluster(held=held, build=build, context=context, record=record)
+
+
+def versions() -> dict[str, str]:
+    """The versions a published record names (sparkgate, Prefect, Python, platform)."""
+    import prefect  # noqa: PLC0415
+
+    return {
+        "sparkgate": __version__,
+        "prefect": prefect.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
+
+
+# -- tasks ---------------------------------------------------------------------------------------
+
+
+@task(name="preflight", cache_policy=NO_CACHE)
+def preflight_task(cluster: Cluster, pool: TransportPool) -> str:
+    """Every node ready for a run; raises on any ERROR check."""
+    report = run_preflight(cluster, lambda node: pool.node(node.name))
+    report.raise_for_errors()
+    warnings = [line for line in report.results if line.status == "WARN"]
+    return f"{len(report.results)} checks, {len(warnings)} warnings"
+
+
+@task(name="build", cache_policy=NO_CACHE)
+def build_task(release: Release, state: Path, say: LineSink) -> ProcessBuild:
+    """Build the release once (content-addressed; reused when nothing changed).
+
+    Its digest names the build in the record and in promotion for either runtime: a docker
+    image is built from the same source, lock and options (its tag carries the source digest).
+    """
+    return build_release(release, state / "build-cache", say)
+
+
+@task(name="distribute", cache_policy=NO_CACHE)
+def distribute_task(
+    build: ProcessBuild, release: Release, cluster: Cluster, *,
+    transports: dict[str, Transport], state: Path, say: LineSink,
+) -> list[str]:  # fmt: skip
+    """Put the build on every node and verify it (a thin task over `install_release`)."""
+    return install_release(build, release, cluster, transports=transports, state=state, say=say)
+
+
+def install_release(
+    build: ProcessBuild, release: Release, cluster: Cluster, *,
+    transports: dict[str, Transport], state: Path, say: LineSink,
+) -> list[str]:  # fmt: skip
+    """The one place the pipeline tells runtime kinds apart (until the runtime installs builds):
+    the same distributions in every virtual environment, or (docker) the release image built
+    once and one image ID on every node. One line per node or image."""
+    if cluster.runtime.kind == "docker":
+        from flows.cluster.build.docker_release import release_image_for  # noqa: PLC0415
+
+        image = release_image_for(cluster, release, state, say)
+        verb = "reused" if image.built.reused else "built"
+        same = f"same image ID on {len(image.nodes) + 1} nodes"
+        return [f"{image.built.tag} {verb}", same]
+    workdirs = {node.name: node.workdir for node in cluster.nodes}
+    envs = install_everywhere(
+        build, transports, workdirs, base_python=cluster.runtime.python, progress=say
+    )
+    return [f"{env.node}: {'reused' if env.reused else 'installed'}" for env in envs.values()]
