@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from flows.cluster.runtime.base import PytestRun
 from flows.cluster.runtime.pytest_host import keep_results, put_all, pytest_argv, workspace_in
@@ -20,8 +20,29 @@ from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, SparkgateError
 from flows.lines import LineSink
 
-if TYPE_CHECKING:
-    from flows.cluster.runtime.docker import DockerRanks
+
+class ImageContainers(Protocol):
+    """What a release-test host needs from the docker runtime: one-shot containers."""
+
+    def one_shot(
+        self,
+        node: str,
+        label: str,
+        argv: Sequence[str],
+        folders: Sequence[str],
+        timeout: float,
+        *,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        with_run_args: bool = False,
+    ) -> tuple[int, str]:
+        """Run argv to its end in a container of the release image; exit code and output."""
+        ...
+
+    def hand_over(self, node: str, folders: Sequence[str]) -> None:
+        """Give the folders to the image's user."""
+        ...
+
 
 IMAGE_TREE = "/opt/engine"
 LIST_TIMEOUT_S = 120.0
@@ -52,7 +73,7 @@ class ImageTestHost:
 
     def __init__(
         self,
-        ranks: DockerRanks,
+        ranks: ImageContainers,
         transport: Transport,
         *,
         python: str,
