@@ -21,9 +21,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from flows import __version__
-from flows.cluster.build.wheel import ProcessBuild, build_release, install_everywhere
+from flows.cluster.build.wheel import ProcessBuild, build_release
 from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.ops.preflight import run_preflight
+from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
 from flows.gates.base import GateContext
@@ -99,7 +100,7 @@ def prepared_cluster(
         observer.finished("build", "passed", build.short)
         observer.started("distribute")
         installed = distribute_task(
-            build, release, cluster, transports=held.transports, state=state, say=say
+            release, cluster, transports=held.transports, state=state, say=say
         )
         observer.finished("distribute", "passed", "; ".join(installed))
         context = GateContext(
@@ -151,29 +152,14 @@ def build_task(release: Release, state: Path, say: LineSink) -> ProcessBuild:
 
 @task(name="distribute", cache_policy=NO_CACHE)
 def distribute_task(
-    build: ProcessBuild, release: Release, cluster: Cluster, *,
+    release: Release, cluster: Cluster, *,
     transports: dict[str, Transport], state: Path, say: LineSink,
 ) -> list[str]:  # fmt: skip
-    """Put the build on every node and verify it (a thin task over `install_release`)."""
-    return install_release(build, release, cluster, transports=transports, state=state, say=say)
+    """Build the runtime's kind of the release (reused when unchanged), put it on every node.
 
-
-def install_release(
-    build: ProcessBuild, release: Release, cluster: Cluster, *,
-    transports: dict[str, Transport], state: Path, say: LineSink,
-) -> list[str]:  # fmt: skip
-    """The one place the pipeline tells runtime kinds apart (until the runtime installs builds):
-    the same distributions in every virtual environment, or (docker) the release image built
-    once and one image ID on every node. One line per node or image."""
-    if cluster.runtime.kind == "docker":
-        from flows.cluster.build.docker_release import release_image_for  # noqa: PLC0415
-
-        image = release_image_for(cluster, release, state, say)
-        verb = "reused" if image.built.reused else "built"
-        same = f"same image ID on {len(image.nodes) + 1} nodes"
-        return [f"{image.built.tag} {verb}", same]
-    workdirs = {node.name: node.workdir for node in cluster.nodes}
-    envs = install_everywhere(
-        build, transports, workdirs, base_python=cluster.runtime.python, progress=say
-    )
-    return [f"{env.node}: {'reused' if env.reused else 'installed'}" for env in envs.values()]
+    The wheel that `build_task` made names the release in the record and in promotion whatever
+    the runtime; the runtime builds what it runs (the same wheel, or a release image) and
+    installs it. One line per node or image.
+    """
+    runtime = runtime_for(cluster, transports, state, release=release)
+    return runtime.install(runtime.build(release, say), say).summary
