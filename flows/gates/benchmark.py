@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from flows.bench.compare import Comparison, Decision, compare_arms, session_decision
+from flows.bench.compare import Comparison, SessionDecision, compare_arms, session_decision
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.present import plot_changes, recipe_text
 from flows.bench.report import ArmReport, read_arm, write_arm
@@ -52,7 +52,7 @@ class Session:
     roles: list[Role]
     reports: list[ArmReport]
     comparison: Comparison
-    decision: Decision
+    decision: SessionDecision
     stopped_early: bool = False
 
     def of(self, role: Role) -> list[ArmReport]:
@@ -78,7 +78,7 @@ def run_session(
     compare: Compare,
     *,
     may_add: Callable[[], bool] = lambda: True,
-    on_compare: Callable[[Comparison, Decision, int], None] = lambda _c, _d, _n: None,
+    on_compare: Callable[[Comparison, SessionDecision, int], None] = lambda _c, _d, _n: None,
 ) -> Session:
     """Run the first arms, then decide; while undecided add the next interleaved arm.
 
@@ -96,11 +96,11 @@ def run_session(
         comparison = compare(new, old)
         decision = session_decision(comparison, len(roles), max_arms)
         on_compare(comparison, decision, len(roles))
-        if decision not in (Decision.ADD_PREVIOUS, Decision.ADD_CANDIDATE):
+        if decision not in (SessionDecision.ADD_PREVIOUS, SessionDecision.ADD_CANDIDATE):
             return Session(roles, reports, comparison, decision)
         if not may_add():
-            return Session(roles, reports, comparison, Decision.FAIL_INCONCLUSIVE, True)
-        role: Role = "previous" if decision is Decision.ADD_PREVIOUS else "candidate"
+            return Session(roles, reports, comparison, SessionDecision.FAIL_INCONCLUSIVE, True)
+        role: Role = "previous" if decision is SessionDecision.ADD_PREVIOUS else "candidate"
         reports.append(measure(len(roles) + 1, role))
         roles.append(role)
 
@@ -146,19 +146,19 @@ def _interval(low: float | None, high: float | None) -> str:
 def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
     """The one line a person reads first, naming the points that decided."""
     comparison, arms = session.comparison, len(session.roles)
-    if session.decision is Decision.PASS:
+    if session.decision is SessionDecision.PASS:
         faster = sum(p.verdict.value == "faster" for p in comparison.points)
         return (
             f"no point slower than {tolerance_pct:g}% over {arms} arms "
             f"({faster} faster, {len(comparison.points) - faster} level)"
         )
-    if session.decision is Decision.FAIL_LOST:
+    if session.decision is SessionDecision.FAIL_LOST:
         lost = [
             *comparison.missing,
             *(f"{k} ({v} failed)" for k, v in comparison.failed_requests.items()),
         ]
         return f"the candidate lost measurements: {', '.join(lost)}"
-    if session.decision is Decision.FAIL_SLOWER:
+    if session.decision is SessionDecision.FAIL_SLOWER:
         slower = [
             f"{p.point} {p.metric} {p.arms.change_pct:+.1f}% "
             + _interval(p.arms.low_pct, p.arms.high_pct)
@@ -315,7 +315,7 @@ def run_benchmark(
     def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
         return compare_arms(new, old, ledger=ledger, tolerance_pct=tolerance_pct)
 
-    def on_compare(comparison: Comparison, decision: Decision, arms: int) -> None:
+    def on_compare(comparison: Comparison, decision: SessionDecision, arms: int) -> None:
         _write_comparison(comparison, out_dir)
         context.progress(f"after {arms} arms: {decision.value}")
 
@@ -343,7 +343,7 @@ def run_benchmark(
     candidates = session.of("candidate")
     if len(candidates) >= 2:  # C1 and C2 are an A/A pair: the ledger can grow from this session
         write_ledger(Ledger().with_session(candidates[0], candidates[1]), out_dir / "aa-gaps.json")
-    passed = session.decision is Decision.PASS
+    passed = session.decision is SessionDecision.PASS
     return _result(
         started, began, Outcome.PASSED if passed else Outcome.FAILED,
         reason_for(session, tolerance_pct, settings.max_arms),

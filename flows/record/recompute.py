@@ -27,7 +27,7 @@ SAMPLED_FILE = "sampled-streams.json"
 
 def benchmark_problems(stage_dir: Path, summary: dict[str, Any], max_arms: int) -> list[str]:
     """Differences between the summary and the comparison recomputed from the raw arms."""
-    from flows.bench.compare import Decision, compare_arms, session_decision  # noqa: PLC0415
+    from flows.bench.compare import SessionDecision, compare_arms, session_decision  # noqa: PLC0415
     from flows.bench.report import read_arm  # noqa: PLC0415
     from flows.gates.benchmark import Session, arm_folder, points_summary  # noqa: PLC0415
 
@@ -55,12 +55,12 @@ def benchmark_problems(stage_dir: Path, summary: dict[str, Any], max_arms: int) 
             f"benchmark: {len(summary['points'])} points in the summary, "
             f"{len(comparison.points)} from the raw arms"
         )
-    stopped = decision in (Decision.ADD_PREVIOUS, Decision.ADD_CANDIDATE)
+    stopped = decision in (SessionDecision.ADD_PREVIOUS, SessionDecision.ADD_CANDIDATE)
     kept_decision = summary.get("decision")
     if (
         kept_decision is not None
         and kept_decision != decision.value
-        and not (stopped and kept_decision == Decision.FAIL_INCONCLUSIVE.value)
+        and not (stopped and kept_decision == SessionDecision.FAIL_INCONCLUSIVE.value)
     ):
         problems.append(
             f"benchmark: decision {kept_decision!r}, the raw arms give {decision.value!r}"
