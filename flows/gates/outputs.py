@@ -195,3 +195,12 @@ def max_overlap(intervals: Sequence[tuple[float, float]]) -> int:
         running += step
         best = max(best, running)
     return best
+
+
+_SHOWN = 6
+
+
+def shown_names(items: Sequence[str]) -> str:
+    """The first few names, comma-separated, and how many more there are."""
+    shown = ", ".join(items[:_SHOWN])
+    return shown if len(items) <= _SHOWN else f"{shown} and {len(items) - _SHOWN} more"

@@ -33,6 +33,7 @@ from flows.bench.ledger import Ledger, key, write_ledger
 from flows.bench.report import ArmReport
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.benchmark.summary import CalibrationSummary
 from flows.record.atomic import sha256_file
 from flows.record.model import Record
 from flows.record.reader import list_records
@@ -148,7 +149,7 @@ def _unchanged_json(folder: Path, relative: str, sha256: str) -> Any:
 
 def suite_of(settings: BenchmarkGate) -> Suite:
     """The suite a benchmark setting names (a name in config/suites or a file)."""
-    from flows.gates.benchmark import suite_file  # noqa: PLC0415
+    from flows.gates.benchmark.runner import suite_file  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
 
     return load_model(suite_file(settings.suite), Suite)
@@ -170,7 +171,7 @@ def run_calibration(
     measure: Callable[[int], ArmReport] | None = None,
 ) -> GateResult:
     """Measure `arms` fresh boots of the release and keep their n-1 A/A gaps in aa-gaps.json."""
-    from flows.gates.benchmark import measure_arm  # noqa: PLC0415
+    from flows.gates.benchmark.runner import measure_arm  # noqa: PLC0415
 
     started, began = datetime.now(UTC), time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -197,9 +198,14 @@ def run_calibration(
         f"{len(ledger.sessions)} A/A gaps from {arms} arms of {context.release.name} "
         f"({suite.name}); boot noise sd up to {noise[worst]:.2f}% ({worst})"
     )
-    summary = {"arms": arms, "suite": suite.name, "shape": context.cluster.shape,
-               "gaps": len(ledger.sessions), "boot_noise_pct": noise}  # fmt: skip
+    summary = CalibrationSummary(arms=arms, suite=suite.name, shape=context.cluster.shape,
+                                 gaps=len(ledger.sessions), boot_noise_pct=noise)  # fmt: skip
     return _result(started, began, Outcome.PASSED, reason, summary=summary, files=_files(out_dir))
+
+
+def _gaps(result: GateResult) -> int:
+    summary = result.summary_as(CalibrationSummary)
+    return summary.gaps if summary is not None else 0
 
 
 def boot_noise(ledger: Ledger) -> dict[str, float]:
@@ -308,7 +314,7 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
     ledger = ledger_from_records(experiments, cluster.shape, suite.name)
     outcome = CalibrationOutcome(
         release=release.name, verdict=verdict, reason=result.reason, record=str(published),
-        gaps_added=int(result.summary.get("gaps", 0)), ledger_sessions=len(ledger.sessions),
+        gaps_added=_gaps(result), ledger_sessions=len(ledger.sessions),
     )  # fmt: skip
     if result.outcome != Outcome.PASSED:
         raise BenchError(f"{release.name}: calibration failed: {result.reason} ({published})")

@@ -27,7 +27,7 @@ from flows.cluster.runtime.docker import (
     run_arg_options,
 )
 from flows.errors import ClusterError
-from flows.gates.release_tests_docker import container_argv, image_tree
+from flows.gates.release_tests.docker import container_argv, image_tree
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
 from flows.spec.load import load_model

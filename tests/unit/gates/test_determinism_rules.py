@@ -8,6 +8,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
+from flows.gates.determinism.rules import against_previous, determinism_verdict
 from flows.gates.outputs import (
     Output,
     compare_scenario,
@@ -21,7 +22,6 @@ from flows.gates.outputs import (
     top_token_agreement,
 )
 from flows.gates.prompts import long_text, named_prompts
-from flows.gates.verdicts import against_previous, determinism_verdict
 
 
 def out(prompt: str, tokens: list[int], logprobs: list[float] | None = None) -> Output:
