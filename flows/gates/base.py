@@ -69,7 +69,7 @@ class GateResult(BaseModel):
 class GateVerdict(BaseModel):
     """What a gate's `run` decides: the harness turns it into a GateResult."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     outcome: Outcome
     reason: str

@@ -52,19 +52,6 @@ class ScenarioReport(BaseModel):
     first_difference: Difference | None
     differences: list[Difference] = []
 
-    def summary(self) -> dict[str, Any]:
-        """The record's shape (first_difference as {prompt, index})."""
-        first = self.first_difference
-        return {
-            "name": self.name,
-            "identical": self.identical,
-            "differing": self.differing,
-            "first_difference": None
-            if first is None
-            else {"prompt": first.prompt, "index": first.index},
-            "differences": [d.model_dump() for d in self.differences],
-        }
-
 
 def output_from_completion(prompt: str, response: Mapping[str, Any]) -> Output:
     """An Output from a non-streamed /v1/completions body (logprobs and token_ids asked for)."""

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from flows.gates.base import GateContext, Outcome
 from flows.gates.determinism.summary import (
     DeterminismSummary,
+    FirstDifference,
     PreviousReport,
     PromptHashes,
     ScenarioRow,
@@ -154,6 +155,20 @@ def stored_hashes(
     }
 
 
+def scenario_row(report: ScenarioReport) -> ScenarioRow:
+    """The record's row of a scenario (its first difference as {prompt, index})."""
+    first = report.first_difference
+    return ScenarioRow(
+        name=report.name,
+        identical=report.identical,
+        differing=report.differing,
+        first_difference=None
+        if first is None
+        else FirstDifference(prompt=first.prompt, index=first.index),
+        differences=list(report.differences),
+    )
+
+
 def _summary(
     runs: Runs,
     alone: Sequence[Output],
@@ -166,7 +181,7 @@ def _summary(
     return DeterminismSummary(
         prompts=len(alone),
         max_tokens=settings.max_tokens,
-        scenarios=[ScenarioRow.model_validate(s.summary()) for s in scenarios],
+        scenarios=[scenario_row(s) for s in scenarios],
         against_previous=previous,
         hashes={p: PromptHashes.model_validate(d) for p, d in hashes(alone).items()},
         staggered_overlap=max_overlap([(a.sent_s, a.answered_s) for a in staggered]),
