@@ -207,7 +207,7 @@ def _failed_requests(arms: Sequence[ArmReport]) -> dict[str, int]:
     return counts
 
 
-class Decision(StrEnum):
+class SessionDecision(StrEnum):
     """What a benchmark session does after a comparison."""
 
     PASS = "pass"  # noqa: S105 - a verdict, not a password
@@ -218,19 +218,19 @@ class Decision(StrEnum):
     ADD_CANDIDATE = "add-candidate-arm"
 
 
-def session_decision(comparison: Comparison, arms_run: int, max_arms: int) -> Decision:
+def session_decision(comparison: Comparison, arms_run: int, max_arms: int) -> SessionDecision:
     """Decide a session: pass, fail, or run one more arm (alternating roles) while undecided.
 
     Inconclusive is never a pass: the session adds arms (previous, candidate, ...) until every
     point is decided or `max_arms` is reached, and then fails as inconclusive.
     """
     if comparison.failed:
-        return Decision.FAIL_LOST
+        return SessionDecision.FAIL_LOST
     if comparison.regressions:
-        return Decision.FAIL_SLOWER
+        return SessionDecision.FAIL_SLOWER
     if not comparison.inconclusive:
-        return Decision.PASS
+        return SessionDecision.PASS
     if arms_run >= max_arms:
-        return Decision.FAIL_INCONCLUSIVE
+        return SessionDecision.FAIL_INCONCLUSIVE
     candidates, previous = len(comparison.new), len(comparison.old)
-    return Decision.ADD_PREVIOUS if candidates > previous else Decision.ADD_CANDIDATE
+    return SessionDecision.ADD_PREVIOUS if candidates > previous else SessionDecision.ADD_CANDIDATE

@@ -44,7 +44,7 @@ def _no_tick(_done: int, _total: int) -> None:
     """No one watches the arm's progress."""
 
 
-GATES: dict[str, list[str]] = {
+GATED_METRICS: dict[str, list[str]] = {
     "single_stream": ["ttft_p50_s", "tpot_p50_ms"],
     "closed_loop": ["tps"],
     "poisson": ["ttft_p50_s", "tpot_p50_ms"],
@@ -299,7 +299,7 @@ def _run_workload(
     return {
         name: Point(
             workload=kind,
-            gate=GATES[kind],
+            gate=GATED_METRICS[kind],
             samples=samples_,
             warmup=warmups[name],
             info={"failed_requests": sum(not r.ok for s in samples_ for r in s.receipts)},

@@ -1,27 +1,38 @@
-"""What every gate gets and returns, so the qualify flow can run, persist and resume them alike.
+"""What every gate is, gets and returns, so the qualify flow can run, persist and resume them alike.
 
-A gate is a plain function `run_<gate>(context, settings, out_dir) -> GateResult` (or a subclass
-with the gate's own typed details). It writes its raw files under `out_dir` (the stage's folder
-in the experiments record) as it goes, and returns a result whose `outcome` decides the flow.
-Gates never import Prefect: the flow wraps them in tasks, caches their results and writes them
-into the record.
+A gate is an object of the `Gate` shape: its name and title, the pydantic models of its settings
+and of its summary, `inputs` (what it needs from earlier gates and earlier records) and `run`,
+which does the gate's I/O under `flows.gates.harness.run_gate` and returns a `GateVerdict`. The
+harness adds timing, the file listing and boot-failure evidence and returns a `GateResult`
+whose summary is the gate's typed model. Gates never import Prefect: the flow wraps them in
+tasks, caches their results and writes them into the record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.transport.base import Transport
+from flows.gates.summaries import GateSummary, summary_as
 from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
+
+if TYPE_CHECKING:
+    from flows.bench.ledger import Ledger
+    from flows.gates.files import GateFiles
+    from flows.spec.release import BenchmarkGate
+
+S = TypeVar("S", bound=BaseModel)
+SettingsT_contra = TypeVar("SettingsT_contra", bound=BaseModel, contravariant=True)
+InputsT = TypeVar("InputsT")
 
 
 class Outcome(StrEnum):
@@ -42,7 +53,7 @@ class GateResult(BaseModel):
     reason: str = Field(description="One line a person reads first: why it passed or failed.")
     started_at: datetime
     seconds: float
-    summary: dict[str, Any] = Field(default={}, description="Headline figures for tables.")
+    summary: GateSummary | None = Field(default=None, description="Headline figures, typed.")
     files: list[str] = Field(default=[], description="Raw files written, relative to out_dir.")
     evidence: list[str] = Field(default=[], description="Evidence folders of failed attempts.")
 
@@ -50,6 +61,21 @@ class GateResult(BaseModel):
     def passed(self) -> bool:
         """True unless the gate failed (a skipped gate does not block)."""
         return self.outcome != Outcome.FAILED
+
+    def summary_as(self, model: type[S]) -> S | None:
+        """The summary when it is a `model` (None for a gate that produced none)."""
+        return summary_as(self.summary, model)
+
+
+class GateVerdict(BaseModel):
+    """What a gate's `run` decides: the harness turns it into a GateResult."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    outcome: Outcome
+    reason: str
+    summary: GateSummary | None = None
+    evidence: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,60 @@ class GateContext:
         default=lambda _what, _done, _total: None,
         metadata={"doc": "progress inside the gate: what is counted, done, total"},
     )
+
+
+class History(Protocol):
+    """What gates may read of earlier records (the pipeline supplies it; gates never read
+    records themselves, so `flows.record` depends on the gates and not the other way)."""
+
+    def previous_hashes(self, context: GateContext) -> dict[str, Any] | None:
+        """The previous release's per-prompt determinism hashes, from its newest record."""
+        ...
+
+    def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:
+        """The A/A ledger of earlier records for this cluster shape and suite."""
+        ...
+
+
+class Gate(Protocol[SettingsT_contra, InputsT]):
+    """One qualification gate: a plug-in the registry lists and the harness runs."""
+
+    @property
+    def name(self) -> str:
+        """The stage name: folder in the record, key in the release's `gates` settings."""
+        ...
+
+    @property
+    def title(self) -> str:
+        """What the stage board and the README call it."""
+        ...
+
+    @property
+    def settings_model(self) -> type[BaseModel]:
+        """The pydantic model of its settings in the release file."""
+        ...
+
+    @property
+    def summary_model(self) -> type[BaseModel]:
+        """The pydantic model of its summary (a member of `flows.gates.summaries.GateSummary`)."""
+        ...
+
+    @property
+    def boot_failure(self) -> str:
+        """How a boot that fails inside the gate is reported (`<this>: <error>`)."""
+        ...
+
+    def inputs(
+        self, context: GateContext, earlier: Mapping[str, GateResult], history: History
+    ) -> InputsT:
+        """What the gate needs from the gates before it and from earlier records."""
+        ...
+
+    def run(
+        self, context: GateContext, settings: SettingsT_contra, inputs: InputsT, files: GateFiles
+    ) -> GateVerdict:
+        """Do the gate's work, writing raw files through `files`; the verdict."""
+        ...
 
 
 def api_base_url(cluster: Cluster) -> str:

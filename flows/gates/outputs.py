@@ -52,19 +52,6 @@ class ScenarioReport(BaseModel):
     first_difference: Difference | None
     differences: list[Difference] = []
 
-    def summary(self) -> dict[str, Any]:
-        """The record's shape (first_difference as {prompt, index})."""
-        first = self.first_difference
-        return {
-            "name": self.name,
-            "identical": self.identical,
-            "differing": self.differing,
-            "first_difference": None
-            if first is None
-            else {"prompt": first.prompt, "index": first.index},
-            "differences": [d.model_dump() for d in self.differences],
-        }
-
 
 def output_from_completion(prompt: str, response: Mapping[str, Any]) -> Output:
     """An Output from a non-streamed /v1/completions body (logprobs and token_ids asked for)."""
@@ -195,3 +182,12 @@ def max_overlap(intervals: Sequence[tuple[float, float]]) -> int:
         running += step
         best = max(best, running)
     return best
+
+
+_SHOWN = 6
+
+
+def shown_names(items: Sequence[str]) -> str:
+    """The first few names, comma-separated, and how many more there are."""
+    shown = ", ".join(items[:_SHOWN])
+    return shown if len(items) <= _SHOWN else f"{shown} and {len(items) - _SHOWN} more"

@@ -6,11 +6,8 @@ when a request fails or the user interrupts; this context manager is that promis
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
 from flows.cluster.boot.caches import CacheTarget
 from flows.cluster.boot.session import Started, start_release, stop_session
@@ -34,13 +31,3 @@ def running_release(
         yield started
     finally:
         stop_session(context.cluster, started.session, context.transports, context.state)
-
-
-def write_json(out_dir: Path, name: str, data: Any) -> str:
-    """Write `data` as JSON under out_dir (atomically); the name relative to out_dir."""
-    path = out_dir / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".tmp")
-    partial.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    partial.replace(path)
-    return name

@@ -22,6 +22,7 @@ from flows.bench.ledger import boot_noise, helmert_gaps, write_ledger
 from flows.bench.report import ArmReport
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.benchmark.summary import CalibrationSummary
 from flows.pipeline.aa_ledger import (
     CALIBRATION_DIR,
     CALIBRATION_STAGE,
@@ -52,7 +53,7 @@ def run_calibration(
     measure: Callable[[int], ArmReport] | None = None,
 ) -> GateResult:
     """Measure `arms` fresh boots of the release and keep their n-1 A/A gaps in aa-gaps.json."""
-    from flows.gates.benchmark import measure_arm  # noqa: PLC0415
+    from flows.gates.benchmark.runner import measure_arm  # noqa: PLC0415
 
     started, began = datetime.now(UTC), time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -79,9 +80,14 @@ def run_calibration(
         f"{len(ledger.sessions)} A/A gaps from {arms} arms of {context.release.name} "
         f"({suite.name}); boot noise sd up to {noise[worst]:.2f}% ({worst})"
     )
-    summary = {"arms": arms, "suite": suite.name, "shape": context.cluster.shape,
-               "gaps": len(ledger.sessions), "boot_noise_pct": noise}  # fmt: skip
+    summary = CalibrationSummary(arms=arms, suite=suite.name, shape=context.cluster.shape,
+                                 gaps=len(ledger.sessions), boot_noise_pct=noise)  # fmt: skip
     return _result(started, began, Outcome.PASSED, reason, summary=summary, files=_files(out_dir))
+
+
+def _gaps(result: GateResult) -> int:
+    summary = result.summary_as(CalibrationSummary)
+    return summary.gaps if summary is not None else 0
 
 
 def _result(
@@ -144,7 +150,7 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
     ledger = ledger_from_records(experiments, cluster.shape, suite.name)
     outcome = CalibrationOutcome(
         release=release.name, verdict=verdict, reason=result.reason, record=str(published),
-        gaps_added=int(result.summary.get("gaps", 0)), ledger_sessions=len(ledger.sessions),
+        gaps_added=_gaps(result), ledger_sessions=len(ledger.sessions),
     )  # fmt: skip
     if result.outcome != Outcome.PASSED:
         raise BenchError(f"{release.name}: calibration failed: {result.reason} ({published})")

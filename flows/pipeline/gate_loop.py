@@ -16,11 +16,15 @@ from prefect import task
 from prefect.client.schemas.objects import State
 from prefect.states import Failed
 
+from flows.bench.ledger import Ledger
 from flows.errors import SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.harness import run_gate
+from flows.gates.registry import BY_NAME
 from flows.pipeline.events import StageObserver
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record, record_hashes
+from flows.spec.release import BenchmarkGate
 
 
 def _gate_key(_context: object, parameters: dict[str, Any]) -> str:
@@ -101,35 +105,31 @@ def run_gates(
 def _gate_runner(
     gate: str, context: GateContext, record: Any, results: dict[str, GateResult]
 ) -> Callable[[], GateResult]:
-    """The call that runs one gate with what it needs from earlier gates and records."""
+    """The call that runs one gate through the harness with what it needs from earlier ones."""
+    plugin = BY_NAME[gate]
     out_dir = record.stage_dir(gate)
     settings = getattr(context.release.gates, gate)
-    if gate == "release_tests":
-        from flows.gates.release_tests import run_release_tests  # noqa: PLC0415
-
-        return lambda: run_release_tests(context, settings, out_dir)
-    if gate == "determinism":
-        from flows.gates.determinism import run_determinism  # noqa: PLC0415
-
-        previous_hashes = _previous_hashes(context)
-        return lambda: run_determinism(context, settings, out_dir, previous_hashes=previous_hashes)
-    if gate == "cold_boots":
-        from flows.gates.cold_boots import run_cold_boots  # noqa: PLC0415
-
-        determinism = results.get("determinism")
-        reference = determinism.summary.get("hashes") if determinism else None
-        return lambda: run_cold_boots(context, settings, out_dir, reference=reference)
-    from flows.gates.benchmark import run_benchmark  # noqa: PLC0415
-    from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
-
-    return lambda: run_benchmark(context, settings, out_dir, ledger=ledger_for(context, settings))
+    earlier = dict(results)
+    return lambda: run_gate(
+        plugin, context, settings, plugin.inputs(context, earlier, RecordHistory()), out_dir
+    )
 
 
-def _previous_hashes(context: GateContext) -> dict[str, Any] | None:
-    if context.previous is None:
-        return None
-    found = latest_record(context.experiments, context.previous.name)
-    return record_hashes(found) if found is not None else None
+class RecordHistory:
+    """Earlier records as the gates may read them (the `History` of `flows.gates.base`)."""
+
+    def previous_hashes(self, context: GateContext) -> dict[str, Any] | None:
+        """The previous release's determinism hashes, from its newest published record."""
+        if context.previous is None:
+            return None
+        found = latest_record(context.experiments, context.previous.name)
+        return record_hashes(found) if found is not None else None
+
+    def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:
+        """The A/A ledger of the records of this cluster shape and suite."""
+        from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
+
+        return ledger_for(context, settings)
 
 
 def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> GateResult:

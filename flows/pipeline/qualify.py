@@ -19,8 +19,9 @@ from prefect.client.schemas.objects import State
 from prefect.states import Failed
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.bench.compare import Decision
+from flows.bench.compare import SessionDecision
 from flows.gates.base import GateResult
+from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.events import StageClock, observer_of_run
 from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.prelude import prepared_cluster, versions
@@ -33,7 +34,7 @@ from flows.spec.load import load_model
 from flows.spec.release import Release, load_previous, load_release
 
 RESULTS_DIR = "prefect-results"
-INCONCLUSIVE = Decision.FAIL_INCONCLUSIVE.value
+INCONCLUSIVE = SessionDecision.FAIL_INCONCLUSIVE.value
 
 
 class QualifyOutcome(BaseModel):
@@ -116,7 +117,8 @@ def qualify_flow(
 def benchmark_decision(results: dict[str, GateResult]) -> str:
     """The benchmark session's decision, or "" when the benchmark did not decide."""
     result = results.get("benchmark")
-    return str(result.summary.get("decision", "")) if result is not None else ""
+    summary = result.summary_as(BenchmarkSummary) if result is not None else None
+    return summary.decision or "" if summary is not None else ""
 
 
 def _artifact(release: str, published: Path) -> None:

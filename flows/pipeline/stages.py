@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from flows.gates.base import GateResult, Outcome
+from flows.gates.registry import GATES, REGISTRY
 
-GATES = ("release_tests", "determinism", "cold_boots", "benchmark")
 STAGES = ("validate", "lock", "preflight", "build", "distribute", *GATES, "verdict", "record")
 STAGE_TITLES = {
     "validate": "load + validate",
@@ -25,14 +25,12 @@ STAGE_TITLES = {
     "preflight": "preflight",
     "build": "build once",
     "distribute": "distribute + verify",
-    "release_tests": "release tests",
-    "determinism": "determinism gate",
-    "cold_boots": "cold boots",
-    "benchmark": "benchmark",
+    **{gate.name: gate.title for gate in REGISTRY},
     "verdict": "verdict",
     "record": "record",
 }
 QUALIFIED = "qualified"
+__all__ = ["GATES", "QUALIFIED", "STAGES", "STAGE_TITLES", "digest_of", "gate_cache_key", "verdict"]
 
 
 def digest_of(value: BaseModel | Mapping[str, Any] | str | None) -> str:

@@ -7,14 +7,18 @@ other side.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
+from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
+from flows.gates.cold_boots.summary import BootRow, ColdBootsSummary
+from flows.gates.determinism.summary import DeterminismSummary, ScenarioRow
 from flows.record import tables
 from flows.record.index import GATES, gate_cell
 from flows.record.model import Record
 
 Section = tuple[str, list[str], list[list[str]]]
+T = TypeVar("T")
 
 
 def sections(first: Record, second: Record) -> list[Section]:
@@ -28,13 +32,8 @@ def sections(first: Record, second: Record) -> list[Section]:
     return [section for section in found if section[2]]
 
 
-def _summary(record: Record, stage: str) -> Mapping[str, Any]:
-    entry = record.stages.get(stage)
-    return entry.summary if entry is not None else {}
-
-
-def _by(items: Any, key: str) -> dict[str, Mapping[str, Any]]:
-    return {str(item.get(key)): item for item in items or [] if isinstance(item, Mapping)}
+def _by(items: Sequence[T], key: Callable[[T], str]) -> dict[str, T]:
+    return {key(item): item for item in items}
 
 
 def _names(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -48,8 +47,8 @@ def _gates(first: Record, second: Record) -> Section:
 
 
 def _benchmark(first: Record, second: Record) -> Section:
-    a = _points(_summary(first, "benchmark"))
-    b = _points(_summary(second, "benchmark"))
+    a = _points(first.summary_of(BenchmarkSummary))
+    b = _points(second.summary_of(BenchmarkSummary))
     rows = [[name, _point(a.get(name)), _point(b.get(name))] for name in _names(a, b)]
     return (
         "benchmark: candidate (change [interval], verdict)",
@@ -58,41 +57,41 @@ def _benchmark(first: Record, second: Record) -> Section:
     )
 
 
-def _points(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def _points(summary: BenchmarkSummary | None) -> dict[str, PointRow]:
     """Benchmark rows by point and metric (a point may gate several metrics)."""
-    return {
-        f"{p.get('point')} {p.get('unit', '')}".strip(): p
-        for p in summary.get("points") or []
-        if isinstance(p, Mapping)
-    }
+    points = summary.points if summary is not None else []
+    return _by(points, lambda p: f"{p.point} {p.unit}".strip())
 
 
-def _point(point: Mapping[str, Any] | None) -> str:
+def _point(point: PointRow | None) -> str:
     if point is None:
         return tables.DASH
     return (
-        f"{tables.number(point.get('candidate'))} ({tables.signed_pct(point.get('change'))} "
-        f"{tables.interval(point.get('low'), point.get('high'))}, {point.get('verdict')})"
+        f"{tables.number(point.candidate)} ({tables.signed_pct(point.change)} "
+        f"{tables.interval(point.low, point.high)}, {point.verdict})"
     )
 
 
 def _determinism(first: Record, second: Record) -> Section:
-    a = _by(_summary(first, "determinism").get("scenarios"), "name")
-    b = _by(_summary(second, "determinism").get("scenarios"), "name")
+    a = _scenarios(first.summary_of(DeterminismSummary))
+    b = _scenarios(second.summary_of(DeterminismSummary))
     rows = [[name, _scenario(a.get(name)), _scenario(b.get(name))] for name in _names(a, b)]
     return ("determinism: identical responses", ["scenario", first.name, second.name], rows)
 
 
-def _scenario(scenario: Mapping[str, Any] | None) -> str:
+def _scenarios(summary: DeterminismSummary | None) -> dict[str, ScenarioRow]:
+    return _by(summary.scenarios if summary is not None else [], lambda s: s.name)
+
+
+def _scenario(scenario: ScenarioRow | None) -> str:
     if scenario is None:
         return tables.DASH
-    identical, differing = scenario.get("identical", 0), scenario.get("differing", 0)
-    return f"{identical}/{identical + differing}"
+    return f"{scenario.identical}/{scenario.identical + scenario.differing}"
 
 
 def _boots(first: Record, second: Record) -> Section:
-    a = _by(_summary(first, "cold_boots").get("boots"), "mode")
-    b = _by(_summary(second, "cold_boots").get("boots"), "mode")
+    a = _boot_rows(first.summary_of(ColdBootsSummary))
+    b = _boot_rows(second.summary_of(ColdBootsSummary))
     rows = [[name, _boot(a.get(name)), _boot(b.get(name))] for name in _names(a, b)]
     return (
         "cold boots: ready (compiles after preparation)",
@@ -101,10 +100,11 @@ def _boots(first: Record, second: Record) -> Section:
     )
 
 
-def _boot(boot: Mapping[str, Any] | None) -> str:
+def _boot_rows(summary: ColdBootsSummary | None) -> dict[str, BootRow]:
+    return _by(summary.boots if summary is not None else [], lambda b: b.mode)
+
+
+def _boot(boot: BootRow | None) -> str:
     if boot is None:
         return tables.DASH
-    return (
-        f"{tables.number(boot.get('ready_s'), 's')} "
-        f"({boot.get('compiles_after_preparation', tables.DASH)} compiles)"
-    )
+    return f"{tables.number(boot.ready_s, 's')} ({boot.compiles_after_preparation} compiles)"

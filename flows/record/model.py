@@ -11,17 +11,22 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-SCHEMA_VERSION = 1
+from flows.gates.summaries import GateSummary, summary_as
+
+# 2: stage summaries are typed (`gate` names their model; none is null). flows.record.legacy
+# reads version 1.
+SCHEMA_VERSION = 2
 RECORD_FILE = "record.json"
 README_FILE = "README.md"
 RESULT_FILE = "result.json"
 INVENTORY_FILE = "inventory.json"
 PASSING_VERDICTS = frozenset({"passed", "qualified"})
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+S = TypeVar("S", bound=BaseModel)
 
 
 class FileEntry(BaseModel):
@@ -51,7 +56,11 @@ class StageEntry(BaseModel):
     evidence_files: list[FileEntry] = Field(
         default=[], description="Every file of the evidence folders copied into the record."
     )
-    summary: dict[str, Any] = Field(default={}, description="Copy of the gate's summary.")
+    summary: GateSummary | None = Field(default=None, description="Copy of the gate's summary.")
+
+    def summary_as(self, model: type[S]) -> S | None:
+        """The summary when it is a `model` (None for a stage that produced none)."""
+        return summary_as(self.summary, model)
 
 
 class Record(BaseModel):
@@ -111,6 +120,13 @@ class Record(BaseModel):
     def date(self) -> str:
         """The record's date (YYYY-MM-DD), from its folder name."""
         return self.name[:10]
+
+    def summary_of(self, model: type[S]) -> S | None:
+        """The summary of the stage whose summary is a `model` (None when none is)."""
+        for entry in self.stages.values():
+            if isinstance(entry.summary, model):
+                return entry.summary
+        return None
 
     def ordered_stages(self) -> list[str]:
         """Stage names in flow order, then any saved stage the order does not name."""

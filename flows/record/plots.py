@@ -2,16 +2,16 @@
 
 Drawn with matplotlib's Agg backend from the stage summaries alone, so any record can be
 re-plotted. The boot timeline is drawn when the cold-boots summary carries per-rank figures
-(`boots[].ranks[]`): phase times (`phases`, as flows.cluster.boot.timeline.RankTimeline dumps them)
-where present, else each rank's preparation and liveness wait as stacked bars.
+(`boots[].ranks[]`): each rank's preparation and liveness wait as stacked bars.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
+from flows.gates.cold_boots.summary import ColdBootsSummary, RankFigures
 from flows.record.model import Record
 from flows.record.tables import tolerance_pct
 
@@ -21,30 +21,29 @@ _COLORS = {"slower": "red", "faster": "green", "level": "tab:blue"}
 def make_plots(record: Record, folder: Path) -> list[Path]:
     """Draw every plot the record's summaries allow; returns the files written."""
     written: list[Path] = []
-    bench = record.stages.get("benchmark")
-    if bench is not None and _bench_points(bench.summary):
-        written.append(plot_benchmark(bench.summary, folder / "benchmark.png"))
-    boots = record.stages.get("cold_boots")
-    if boots is not None and _boot_ranks(boots.summary):
-        written.append(plot_boots(boots.summary, folder / "boots.png"))
+    bench = record.summary_of(BenchmarkSummary)
+    if bench is not None and _bench_points(bench):
+        written.append(plot_benchmark(bench, folder / "benchmark.png"))
+    boots = record.summary_of(ColdBootsSummary)
+    if boots is not None and _boot_ranks(boots):
+        written.append(plot_boots(boots, folder / "boots.png"))
     return written
 
 
-def _bench_points(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _bench_points(summary: BenchmarkSummary) -> list[PointRow]:
     return [
         p
-        for p in summary.get("points", [])
-        if all(isinstance(p.get(k), int | float) for k in ("change", "low", "high"))
+        for p in summary.points
+        if p.change is not None and p.low is not None and p.high is not None
     ]
 
 
-def _boot_ranks(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def _boot_ranks(summary: ColdBootsSummary) -> list[tuple[str, RankFigures]]:
     return [
-        (str(boot.get("mode")), rank)
-        for boot in summary.get("boots", [])
-        for rank in boot.get("ranks") or []
-        if isinstance(rank, Mapping)
-        and (isinstance(rank.get("phases"), Mapping) or _seconds(rank.get("prepare_s")))
+        (boot.mode, rank)
+        for boot in summary.boots
+        for rank in boot.ranks
+        if _seconds(rank.prepare_s)
     ]
 
 
@@ -61,19 +60,19 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_benchmark(summary: Mapping[str, Any], path: Path) -> Path:
+def plot_benchmark(summary: BenchmarkSummary, path: Path) -> Path:
     """Each point's change (percent) with its 95 % interval and the tolerance band."""
     plt = _pyplot()
     points = _bench_points(summary)
     fig, ax = plt.subplots(figsize=(8, 0.4 * len(points) + 1.5))
     for y, point in enumerate(points):
-        center, low, high = float(point["change"]), float(point["low"]), float(point["high"])
-        color = _COLORS.get(str(point.get("verdict")), "orange")
+        center, low, high = float(point.change or 0), float(point.low or 0), float(point.high or 0)
+        color = _COLORS.get(point.verdict, "orange")
         ax.errorbar(center, y, xerr=[[center - low], [high - center]], fmt="o", color=color)
-    tol = tolerance_pct(summary.get("tolerance", 0.03))
+    tol = tolerance_pct(summary.tolerance)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.axvspan(-tol, tol, color="grey", alpha=0.15, label=f"±{tol:g}% tolerance")
-    labels = [f"{p.get('point')} {p.get('unit', '')}" for p in points]
+    labels = [f"{p.point} {p.unit}" for p in points]
     ax.set_yticks(range(len(points)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("candidate change against previous, % (95% interval)")
@@ -81,39 +80,23 @@ def plot_benchmark(summary: Mapping[str, Any], path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def plot_boots(summary: Mapping[str, Any], path: Path) -> Path:
-    """One bar per boot and rank: phases since boot start, or preparation then liveness wait."""
+def plot_boots(summary: ColdBootsSummary, path: Path) -> Path:
+    """One bar per boot and rank: preparation, then the liveness wait."""
     plt = _pyplot()
     ranks = _boot_ranks(summary)
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(ranks) + 1.5))
     for y, (_mode, rank) in enumerate(ranks):
-        phases = rank.get("phases")
-        if isinstance(phases, Mapping):
-            _phase_bar(ax, y, phases)
-            continue
-        prepare, wait = _seconds(rank.get("prepare_s")), _seconds(rank.get("liveness_wait_s"))
+        prepare, wait = _seconds(rank.prepare_s), _seconds(rank.liveness_wait_s)
         ax.barh(y, prepare, color="tab:blue", label="preparation" if y == 0 else None)
         ax.barh(
             y, wait, left=prepare, color="tab:orange", label="liveness wait" if y == 0 else None
         )
-    ax.set_yticks(
-        range(len(ranks)), [f"{mode} rank {r.get('rank')}" for mode, r in ranks], fontsize=7
-    )
+    ax.set_yticks(range(len(ranks)), [f"{mode} rank {r.rank}" for mode, r in ranks], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("seconds")
     if ax.get_legend_handles_labels()[1]:
         ax.legend(loc="lower right", fontsize=7)
     return _save(plt, fig, path)
-
-
-def _phase_bar(ax: Any, y: int, phases: Mapping[str, Any]) -> None:
-    times = {name: _seconds(value) for name, value in phases.items()}
-    ax.barh(y, max(times.values(), default=0.0), color="tab:blue", alpha=0.3)
-    for name, seconds in sorted(times.items(), key=lambda item: item[1]):
-        ax.plot(seconds, y, "|", markersize=12, color="black")
-        ax.annotate(
-            name, (seconds, y), fontsize=6, rotation=30, xytext=(2, 4), textcoords="offset points"
-        )
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:

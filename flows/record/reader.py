@@ -14,7 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from flows.errors import RecordError
+from flows.gates.determinism.summary import DeterminismSummary
 from flows.record.atomic import sha256_file
+from flows.record.legacy import upgrade_record
 from flows.record.model import RECORD_FILE, Record
 
 HASHES_FILE = "hashes.json"
@@ -26,7 +28,8 @@ def read_record(path: Path) -> Record:
     if not file.is_file():
         raise RecordError(f"{file}: no such record (missing {RECORD_FILE})")
     try:
-        return Record.model_validate_json(file.read_text()).located(file.parent)
+        data = upgrade_record(json.loads(file.read_text()))
+        return Record.model_validate(data).located(file.parent)
     except (ValidationError, ValueError) as error:
         first = str(error).splitlines()[0]
         raise RecordError(f"{file}: not a valid record: {first}") from error
@@ -86,8 +89,8 @@ def record_hashes(record: Record) -> dict[str, Any] | None:
     raw = _saved_json(record, f"determinism/{HASHES_FILE}")
     if isinstance(raw, dict) and raw:
         return raw
-    hashes = stage.summary.get("hashes")
-    return dict(hashes) if isinstance(hashes, dict) and hashes else None
+    summary = stage.summary_as(DeterminismSummary)
+    return summary.hash_table() if summary is not None and summary.hashes else None
 
 
 def _saved_json(record: Record, relative: str) -> Any:

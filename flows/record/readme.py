@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.gates.cold_boots.summary import ColdBootsSummary
+from flows.gates.determinism.summary import DeterminismSummary
+from flows.gates.release_tests.summary import ReleaseTestsSummary
 from flows.record import tables
 from flows.record.model import Record, StageEntry
 
@@ -37,7 +41,9 @@ def render_readme(record: Record) -> str:
             continue
         lines.append(f"**{entry.outcome}**: {entry.reason}")
         section = SECTIONS.get(stage)
-        if section is not None and entry.summary:  # a skipped or crashed gate has no figures
+        if (
+            section is not None and entry.summary is not None
+        ):  # a skipped or crashed gate has no figures
             try:
                 lines += section(entry, record)
             except (TypeError, ValueError, KeyError, AttributeError) as error:
@@ -100,12 +106,14 @@ def _changes(record: Record) -> list[str]:
 
 
 def _benchmark(entry: StageEntry, record: Record) -> list[str]:
-    summary = entry.summary
-    tolerance = tables.tolerance_pct(summary.get("tolerance", 0.03))
+    summary = entry.summary_as(BenchmarkSummary)
+    if summary is None:
+        return []
+    tolerance = tables.tolerance_pct(summary.tolerance)
     lines = [
         "",
         (
-            f"Arms in session order: {', '.join(summary.get('arms', []))}; tolerance "
+            f"Arms in session order: {', '.join(summary.arms)}; tolerance "
             f"{tolerance:g}%. A change counts (bold) only when the verdict says so: faster "
             "(the whole 95% interval on the good side of no change) or slower (the whole "
             "interval beyond the tolerance); otherwise the point reads level or inconclusive."
@@ -120,7 +128,9 @@ def _benchmark(entry: StageEntry, record: Record) -> list[str]:
 
 
 def _cold_boots(entry: StageEntry, record: Record) -> list[str]:
-    summary = entry.summary
+    summary = entry.summary_as(ColdBootsSummary)
+    if summary is None:
+        return []
     return [
         "",
         *tables.markdown_table(["boot", "ready", "what happened"], tables.boot_rows(summary)),
@@ -141,11 +151,14 @@ def _cold_boots(entry: StageEntry, record: Record) -> list[str]:
 
 
 def _determinism(entry: StageEntry, record: Record) -> list[str]:
-    summary = entry.summary
+    summary = entry.summary_as(DeterminismSummary)
+    if summary is None:
+        return []
     return [
         "",
         (
-            f"{summary.get('prompts', '?')} prompts; every scenario compared with the prompts "
+            f"{'?' if summary.prompts is None else summary.prompts} prompts; every scenario "
+            "compared with the prompts "
             "served alone (tokens exactly, logprobs bit for bit)."
         ),
         "",
@@ -159,7 +172,9 @@ def _determinism(entry: StageEntry, record: Record) -> list[str]:
 
 def _release_tests(entry: StageEntry, record: Record) -> list[str]:
     del record
-    summary = entry.summary
+    summary = entry.summary_as(ReleaseTestsSummary)
+    if summary is None:
+        return []
     lines = ["", tables.tests_line(summary)]
     failing = tables.failing_test_files(summary)
     if failing:
@@ -169,12 +184,12 @@ def _release_tests(entry: StageEntry, record: Record) -> list[str]:
             "",
             *tables.markdown_table(["file", "outcome", "tests", "seconds"], failing),
         ]
-    for key, title in (
-        ("unclassified", "Unclassified files (each fails the stage until triaged)"),
-        ("changed", "Files this release changes"),
+    for names, title in (
+        (summary.unclassified, "Unclassified files (each fails the stage until triaged)"),
+        (summary.changed, "Files this release changes"),
     ):
-        if summary.get(key):
-            lines += ["", f"{title}: " + ", ".join(f"`{name}`" for name in summary[key])]
+        if names:
+            lines += ["", f"{title}: " + ", ".join(f"`{name}`" for name in names)]
     excluded = tables.excluded_test_files(summary)
     if excluded:
         lines += ["", "Excluded files:", "", *tables.markdown_table(["file", "reason"], excluded)]

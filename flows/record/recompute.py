@@ -16,8 +16,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from flows.bench.compare import SessionDecision, compare_arms, session_decision
+from flows.bench.report import read_arm
+from flows.cluster.boot.timeline import BootTimeline
 from flows.errors import SparkgateError
 from flows.gates.base import GateContext
+from flows.gates.benchmark.rules import Session, arm_folder, points_summary
+from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
+from flows.gates.cold_boots.rules import BootObservation, boot_row, rank_figures
+from flows.gates.cold_boots.summary import ColdBootsSummary
+from flows.gates.determinism.rules import judge
+from flows.gates.determinism.summary import DeterminismSummary, ScenarioRow
+from flows.gates.outputs import Output, hashes
+from flows.gates.traffic import Answered
 from flows.record.model import Record, StageEntry
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
@@ -25,42 +36,37 @@ from flows.spec.release import Release
 SAMPLED_FILE = "sampled-streams.json"
 
 
-def benchmark_problems(stage_dir: Path, summary: dict[str, Any], max_arms: int) -> list[str]:
+def benchmark_problems(stage_dir: Path, summary: BenchmarkSummary, max_arms: int) -> list[str]:
     """Differences between the summary and the comparison recomputed from the raw arms."""
-    from flows.bench.compare import Decision, compare_arms, session_decision  # noqa: PLC0415
-    from flows.bench.report import read_arm  # noqa: PLC0415
-    from flows.gates.benchmark import Session, arm_folder, points_summary  # noqa: PLC0415
-
-    roles = list(summary.get("arms") or [])
-    if not roles or summary.get("ledger_gaps") or "points" not in summary:
+    roles = list(summary.arms)
+    if not roles or summary.ledger_gaps:
         return []
     try:
         reports = [read_arm(arm_folder(stage_dir, i, role)) for i, role in enumerate(roles, 1)]
         new = [r for r, role in zip(reports, roles, strict=True) if role == "candidate"]
         old = [r for r, role in zip(reports, roles, strict=True) if role == "previous"]
-        tolerance = float(summary.get("tolerance", 0.03)) * 100
-        comparison = compare_arms(new, old, tolerance_pct=tolerance)
+        comparison = compare_arms(new, old, tolerance_pct=summary.tolerance * 100)
     except (SparkgateError, ValueError) as error:
         return [f"benchmark: the raw arms cannot be compared again: {error}"]
     decision = session_decision(comparison, len(roles), max_arms)
     session = Session(roles, reports, comparison, decision)
     problems = [
-        f"benchmark: {kept.get('point')} {kept.get('unit')}: summary {_short(kept)}, "
+        f"benchmark: {kept.point} {kept.unit}: summary {_short(kept)}, "
         f"raw arms give {_short(again)}"
-        for kept, again in zip(summary["points"], points_summary(session), strict=False)
+        for kept, again in zip(summary.points, points_summary(session), strict=False)
         if kept != again
     ]
-    if len(summary["points"]) != len(comparison.points):
+    if len(summary.points) != len(comparison.points):
         problems.append(
-            f"benchmark: {len(summary['points'])} points in the summary, "
+            f"benchmark: {len(summary.points)} points in the summary, "
             f"{len(comparison.points)} from the raw arms"
         )
-    stopped = decision in (Decision.ADD_PREVIOUS, Decision.ADD_CANDIDATE)
-    kept_decision = summary.get("decision")
+    stopped = decision in (SessionDecision.ADD_PREVIOUS, SessionDecision.ADD_CANDIDATE)
+    kept_decision = summary.decision
     if (
         kept_decision is not None
         and kept_decision != decision.value
-        and not (stopped and kept_decision == Decision.FAIL_INCONCLUSIVE.value)
+        and not (stopped and kept_decision == SessionDecision.FAIL_INCONCLUSIVE.value)
     ):
         problems.append(
             f"benchmark: decision {kept_decision!r}, the raw arms give {decision.value!r}"
@@ -68,9 +74,9 @@ def benchmark_problems(stage_dir: Path, summary: dict[str, Any], max_arms: int) 
     return problems
 
 
-def _short(point: Any) -> str:
+def _short(point: PointRow) -> str:
     keys = ("previous", "candidate", "change", "low", "high", "verdict")
-    return ", ".join(f"{key} {point.get(key)}" for key in keys)
+    return ", ".join(f"{key} {getattr(point, key)}" for key in keys)
 
 
 DETERMINISM_KEYS = ("prompts", "scenarios", "against_previous", "hashes")
@@ -88,10 +94,7 @@ def determinism_problems(
     again (with the previous record's hashes it compared against) must give the same
     scenarios, the same comparison with the previous release, the same hashes and outcome.
     """
-    from flows.gates.determinism import judge  # noqa: PLC0415 - only verify needs the gate
-    from flows.gates.traffic import Answered  # noqa: PLC0415
-
-    folder = record.folder
+    folder, kept = record.folder, stage.summary_as(DeterminismSummary)
     if folder is None or not (folder / stage.stage / "scenarios" / "alone.json").is_file():
         return []
     scenarios = folder / stage.stage / "scenarios"
@@ -116,8 +119,7 @@ def determinism_problems(
     problems = [
         f"determinism: {key} differs from the one the raw responses give"
         for key in DETERMINISM_KEYS
-        if key in stage.summary
-        and _normal(key, _plain(summary.get(key))) != _normal(key, stage.summary.get(key))
+        if kept is not None and _normal(getattr(summary, key)) != _normal(getattr(kept, key))
     ]
     if outcome.value != stage.outcome:
         problems.append(
@@ -135,17 +137,11 @@ def _previous_release(record: Record, release: Release, previous: Record | None)
     return None
 
 
-def _normal(key: str, value: Any) -> Any:
+def _normal(value: Any) -> Any:
     """Scenarios compared by name: the files come back sorted, not in the order they ran."""
-    if key == "scenarios" and isinstance(value, list):
-        return sorted(
-            value, key=lambda item: str(item.get("name")) if isinstance(item, dict) else ""
-        )
+    if isinstance(value, list) and all(isinstance(item, ScenarioRow) for item in value):
+        return sorted(value, key=lambda item: item.name)
     return value
-
-
-def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value))
 
 
 BOOT_KEYS = (
@@ -170,8 +166,6 @@ def cold_boots_problems(record: Record, stage: StageEntry) -> list[str]:
     give the figures of the summary (the `what happened` text aside), judged against the
     reference hashes the summary keeps.
     """
-    from flows.gates.verdicts import boot_row  # noqa: PLC0415 - only verify needs the gate
-
     folder = record.folder
     if folder is None:
         return []
@@ -179,33 +173,34 @@ def cold_boots_problems(record: Record, stage: StageEntry) -> list[str]:
         kernel_cache = Cluster.model_validate(record.cluster).engine.kernel_cache
     except ValidationError as error:
         return [f"cold_boots: the resolved cluster cannot be read: {error}"]
-    reference = stage.summary.get("reference") or {}
+    summary = stage.summary_as(ColdBootsSummary)
+    if summary is None:
+        return []
+    reference = {prompt: digest.model_dump() for prompt, digest in summary.reference.items()}
     problems: list[str] = []
-    for kept in stage.summary.get("boots", []):
-        file = folder / stage.stage / "boots" / f"{kept.get('mode')}.json"
+    for kept in summary.boots:
+        file = folder / stage.stage / "boots" / f"{kept.mode}.json"
         if not file.is_file():
             continue
         try:
             raw = json.loads(file.read_text())
-            again = _plain(boot_row(_observation(raw, kernel_cache, reference)))
+            again = boot_row(_observation(raw, kernel_cache, reference))
         except (ValidationError, ValueError, TypeError, KeyError) as error:
             problems.append(f"cold_boots: {file.name} cannot be read again: {error}")
             continue
         problems += [
-            f"cold_boots: {kept.get('mode')}: {key} is {kept.get(key)!r}, the raw boot gives "
-            f"{again.get(key)!r}"
+            f"cold_boots: {kept.mode}: {key} is {getattr(kept, key)!r}, the raw boot gives "
+            f"{getattr(again, key)!r}"
             for key in BOOT_KEYS
-            if key in kept and kept.get(key) != again.get(key)
+            if getattr(kept, key) != getattr(again, key)
         ]
     return problems
 
 
-def _observation(raw: dict[str, Any], kernel_cache: str, reference: dict[str, Any]) -> Any:
+def _observation(
+    raw: dict[str, Any], kernel_cache: str, reference: dict[str, Any]
+) -> BootObservation:
     """The gate's BootObservation of one boot, rebuilt from its raw file."""
-    from flows.cluster.boot.timeline import BootTimeline  # noqa: PLC0415
-    from flows.gates.outputs import Output, hashes  # noqa: PLC0415
-    from flows.gates.verdicts import BootObservation, rank_figures  # noqa: PLC0415
-
     emptied = sorted(
         {int(t["rank"]) for t in raw.get("emptied", []) if t.get("kind") == kernel_cache}
     )

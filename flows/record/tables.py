@@ -1,8 +1,8 @@
 """Pure readings of each gate's summary: table rows, headline numbers and consistency checks.
 
-The README, the index, `sparkgate records` and `verify` all read gate summaries through this
-module, so a number is formatted and a verdict is recomputed in exactly one place. Nothing here
-touches files.
+The README, the index, `sparkgate records` and `verify` all read the gates' typed summaries
+through this module, so a number is formatted and a verdict is recomputed in exactly one place.
+Nothing here touches files.
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from flows.bench.stats import Verdict, non_inferiority
+from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
+from flows.gates.cold_boots.summary import BootRow, ColdBootsSummary
+from flows.gates.determinism.summary import DeterminismSummary
+from flows.gates.release_tests.summary import ReleaseTestsSummary
 
 Row = list[str]
 DASH = "—"
@@ -52,80 +58,76 @@ def tolerance_pct(value: Any) -> float:
 # --- benchmark ---------------------------------------------------------------------------------
 
 
-def bench_verdict(point: Mapping[str, Any], tolerance: Any) -> str:
+def bench_verdict(point: PointRow, tolerance: float) -> str:
     """The non-inferiority verdict of one point, recomputed from its interval."""
-    low, high = point.get("low"), point.get("high")
-    if not isinstance(low, int | float) or not isinstance(high, int | float):
+    if point.low is None or point.high is None:
         return Verdict.INCONCLUSIVE.value
     return non_inferiority(
-        float(low),
-        float(high),
-        higher_is_better=bool(point.get("higher_is_better", True)),
+        float(point.low),
+        float(point.high),
+        higher_is_better=point.higher_is_better,
         tolerance_pct=tolerance_pct(tolerance),
     ).value
 
 
-def bench_rows(summary: Mapping[str, Any]) -> list[Row]:
+def bench_rows(summary: BenchmarkSummary) -> list[Row]:
     """workload | previous | candidate (change [interval]) | verdict, like the recipe's notes.
 
     The change is shown as counting (bold) only when the verdict is faster or slower; a level or
     inconclusive point names its verdict instead, with the interval that decided it.
     """
     rows: list[Row] = []
-    for point in summary.get("points", []):
-        unit = str(point.get("unit", ""))
-        verdict = str(point.get("verdict", DASH))
-        change = point.get("change")
-        span = interval(point.get("low"), point.get("high"))
-        if verdict in COUNTING:
-            detail = f"**{signed_pct(change)}** {span}"
+    for point in summary.points:
+        span = interval(point.low, point.high)
+        if point.verdict in COUNTING:
+            detail = f"**{signed_pct(point.change)}** {span}"
         else:
-            detail = f"{verdict}: {signed_pct(change)} {span}"
-        candidate = f"{number(point.get('candidate'))} ({detail})"
-        direction = "higher is better" if point.get("higher_is_better", True) else "lower is better"
+            detail = f"{point.verdict}: {signed_pct(point.change)} {span}"
+        candidate = f"{number(point.candidate)} ({detail})"
+        direction = "higher is better" if point.higher_is_better else "lower is better"
         rows.append(
             [
-                f"{point.get('point', '?')} ({unit}, {direction})",
-                number(point.get("previous")),
+                f"{point.point} ({point.unit}, {direction})",
+                number(point.previous),
                 candidate,
-                verdict,
+                point.verdict,
             ]
         )
     return rows
 
 
-def bench_headline(summary: Mapping[str, Any]) -> str:
+def bench_headline(summary: BenchmarkSummary) -> str:
     """e.g. `2 faster, 3 level; best decode/prose-c1 +12.0%`."""
-    points = list(summary.get("points", []))
+    points = summary.points
     if not points:
         return "no points"
     counts: dict[str, int] = {}
     for point in points:
-        counts[str(point.get("verdict"))] = counts.get(str(point.get("verdict")), 0) + 1
+        counts[point.verdict] = counts.get(point.verdict, 0) + 1
     text = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
-    counting = [p for p in points if p.get("verdict") in COUNTING and _is_number(p.get("change"))]
+    counting = [p for p in points if p.verdict in COUNTING and p.change is not None]
     if counting:
-        top = max(counting, key=lambda p: abs(float(p["change"])))
-        name = f"{top.get('point')} {top.get('unit', '')}".strip()
-        text += f"; {top.get('verdict')} {name} {signed_pct(top['change'])}"
+        top = max(counting, key=lambda p: abs(float(p.change or 0.0)))
+        name = f"{top.point} {top.unit}".strip()
+        text += f"; {top.verdict} {name} {signed_pct(top.change)}"
     return text
 
 
-def bench_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
+def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
     """Verdicts that do not follow from their intervals, and an outcome that does not follow."""
     problems: list[str] = []
-    tolerance = summary.get("tolerance", 0.03)
+    tolerance = summary.tolerance
     failing: list[str] = []
-    for point in summary.get("points", []):
+    for point in summary.points:
         expected = bench_verdict(point, tolerance)
-        if point.get("verdict") != expected:
+        if point.verdict != expected:
             problems.append(
-                f"benchmark: {point.get('point')}: verdict {point.get('verdict')!r}, but its "
-                f"interval {interval(point.get('low'), point.get('high'))} at tolerance "
+                f"benchmark: {point.point}: verdict {point.verdict!r}, but its "
+                f"interval {interval(point.low, point.high)} at tolerance "
                 f"{tolerance_pct(tolerance):g}% gives {expected!r}"
             )
         if not Verdict(expected).passes:
-            failing.append(str(point.get("point")))
+            failing.append(point.point)
     if outcome == "passed" and failing:
         problems.append(f"benchmark: outcome passed, but points do not pass: {', '.join(failing)}")
     return problems
@@ -134,71 +136,56 @@ def bench_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
 # --- cold boots --------------------------------------------------------------------------------
 
 
-def boot_rows(summary: Mapping[str, Any]) -> list[Row]:
+def boot_rows(summary: ColdBootsSummary) -> list[Row]:
     """boot | ready | what happened, as the recipe's boot tables read."""
-    return [
-        [
-            str(boot.get("mode", "?")),
-            number(boot.get("ready_s"), "s"),
-            str(boot.get("what_happened", "")),
-        ]
-        for boot in summary.get("boots", [])
-    ]
+    return [[boot.mode, number(boot.ready_s, "s"), boot.what_happened] for boot in summary.boots]
 
 
-def boot_detail_rows(summary: Mapping[str, Any]) -> list[Row]:
+def boot_detail_rows(summary: ColdBootsSummary) -> list[Row]:
     """Per boot: slowest preparation, kernels compiled/cached, liveness wait, compiles, check."""
     return [
         [
-            str(boot.get("mode", "?")),
-            number(boot.get("prepare_s_max"), "s"),
-            (
-                f"{boot.get('kernels', DASH)} ({boot.get('compiled', DASH)} compiled, "
-                f"{boot.get('cached', DASH)} cached)"
-            ),
-            number(boot.get("liveness_wait_s_max"), "s"),
-            str(boot.get("compiles_after_preparation", DASH)),
-            str(boot.get("spot_check", DASH)),
+            boot.mode,
+            number(boot.prepare_s_max, "s"),
+            (f"{boot.kernels} ({boot.compiled} compiled, {boot.cached} cached)"),
+            number(boot.liveness_wait_s_max, "s"),
+            str(boot.compiles_after_preparation),
+            boot.spot_check,
         ]
-        for boot in summary.get("boots", [])
+        for boot in summary.boots
     ]
 
 
-def boot_failures(boot: Mapping[str, Any]) -> list[str]:
+def boot_failures(boot: BootRow) -> list[str]:
     """Why one boot fails the gate: no ready time, compiles after preparation, a changed output."""
-    reasons: list[str] = [f"error: {boot['error']}"] if boot.get("error") else []
-    if boot.get("passed") is False:
+    reasons: list[str] = [f"error: {boot.error}"] if boot.error else []
+    if boot.passed is False:
         reasons.append("marked failed by the gate")
-    if not _is_number(boot.get("ready_s")):
+    if boot.ready_s is None:
         reasons.append("never ready")
-    compiles = boot.get("compiles_after_preparation")
-    if not isinstance(compiles, int) or compiles != 0:
-        reasons.append(f"{compiles} compiles after preparation")
-    if boot.get("spot_check") != "identical":
-        reasons.append(f"spot check {boot.get('spot_check')}")
+    if boot.compiles_after_preparation != 0:
+        reasons.append(f"{boot.compiles_after_preparation} compiles after preparation")
+    if boot.spot_check != "identical":
+        reasons.append(f"spot check {boot.spot_check}")
     return reasons
 
 
-def boots_headline(summary: Mapping[str, Any]) -> str:
+def boots_headline(summary: ColdBootsSummary) -> str:
     """e.g. `4 boots, ready 3.1-9.8 s, 0 compiles after preparation`."""
-    boots = list(summary.get("boots", []))
-    ready = [float(b["ready_s"]) for b in boots if _is_number(b.get("ready_s"))]
-    compiles = sum(
-        int(b.get("compiles_after_preparation") or 0)
-        for b in boots
-        if isinstance(b.get("compiles_after_preparation"), int)
-    )
+    boots = summary.boots
+    ready = [float(b.ready_s) for b in boots if b.ready_s is not None]
+    compiles = sum(b.compiles_after_preparation for b in boots)
     span = f"ready {min(ready):.1f}-{max(ready):.1f} s" if ready else "never ready"
     return f"{len(boots)} boots, {span}, {compiles} compiles after preparation"
 
 
-def boots_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
+def boots_problems(summary: ColdBootsSummary, outcome: str) -> list[str]:
     """An outcome of passed while some boot shows a failure."""
     if outcome != "passed":
         return []
     return [
-        f"cold_boots: outcome passed, but boot {boot.get('mode')}: {'; '.join(reasons)}"
-        for boot in summary.get("boots", [])
+        f"cold_boots: outcome passed, but boot {boot.mode}: {'; '.join(reasons)}"
+        for boot in summary.boots
         if (reasons := boot_failures(boot))
     ]
 
@@ -206,66 +193,63 @@ def boots_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
 # --- determinism -------------------------------------------------------------------------------
 
 
-def determinism_rows(summary: Mapping[str, Any]) -> list[Row]:
+def determinism_rows(summary: DeterminismSummary) -> list[Row]:
     """scenario | identical | first difference."""
     rows: list[Row] = []
-    for scenario in summary.get("scenarios", []):
-        identical, differing = scenario.get("identical", 0), scenario.get("differing", 0)
-        first = scenario.get("first_difference")
-        where = (
-            f"prompt {first.get('prompt')}, token {first.get('index')}"
-            if isinstance(first, Mapping)
-            else DASH
-        )
-        rows.append([str(scenario.get("name", "?")), f"{identical}/{identical + differing}", where])
+    for scenario in summary.scenarios:
+        first = scenario.first_difference
+        where = f"prompt {first.prompt}, token {first.index}" if first is not None else DASH
+        total = scenario.identical + scenario.differing
+        rows.append([scenario.name, f"{scenario.identical}/{total}", where])
     return rows
 
 
-def against_previous_line(summary: Mapping[str, Any], previous: str | None) -> str:
+def against_previous_line(summary: DeterminismSummary, previous: str | None) -> str:
     """One sentence on how the outputs compare with the previous release."""
-    against = summary.get("against_previous") or {}
-    mode = against.get("mode", "none")
-    identical, total = against.get("identical", 0), against.get("total", 0)
+    against = summary.against_previous
+    if against is None:
+        return "No comparison with a previous release: none."
     name = previous or "the previous release"
-    if mode == "unchanged":
+    if against.mode == "unchanged":
         return (
-            f"Against {name} (outputs declared unchanged): {identical}/{total} responses "
-            "identical, tokens and logprobs."
+            f"Against {name} (outputs declared unchanged): {against.identical}/{against.total} "
+            "responses identical, tokens and logprobs."
         )
-    if mode == "changed":
-        agreement = against.get("top_token_agreement")
-        share = f"{agreement * 100:.1f}%" if isinstance(agreement, int | float) else DASH
+    if against.mode == "changed":
+        agreement = against.top_token_agreement
+        share = f"{agreement * 100:.1f}%" if agreement is not None else DASH
         return (
-            f"Against {name} (outputs declared changed): {identical}/{total} responses "
-            f"identical, top-token agreement {share}; {against.get('reason', '')}"
+            f"Against {name} (outputs declared changed): {against.identical}/{against.total} "
+            f"responses identical, top-token agreement {share}; {against.reason}"
         )
-    return f"No comparison with a previous release: {against.get('reason', 'none')}."
+    return f"No comparison with a previous release: {against.reason}."
 
 
-def determinism_headline(summary: Mapping[str, Any]) -> str:
+def determinism_headline(summary: DeterminismSummary) -> str:
     """e.g. `6/6 scenarios identical; vs previous 9/9`."""
-    scenarios = list(summary.get("scenarios", []))
-    clean = sum(1 for s in scenarios if not s.get("differing"))
+    scenarios = summary.scenarios
+    clean = sum(1 for s in scenarios if not s.differing)
     text = f"{clean}/{len(scenarios)} scenarios identical"
-    against = summary.get("against_previous") or {}
-    if against.get("mode") in ("unchanged", "changed"):
-        text += f"; vs previous {against.get('identical', 0)}/{against.get('total', 0)}"
+    against = summary.against_previous
+    if against is not None and against.mode in ("unchanged", "changed"):
+        text += f"; vs previous {against.identical}/{against.total}"
     return text
 
 
-def determinism_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
+def determinism_problems(summary: DeterminismSummary, outcome: str) -> list[str]:
     """Scenarios that contradict themselves, and a pass that the figures do not allow."""
     problems: list[str] = []
-    for scenario in summary.get("scenarios", []):
-        name, differing = scenario.get("name"), scenario.get("differing", 0)
-        if bool(differing) != (scenario.get("first_difference") is not None):
+    for scenario in summary.scenarios:
+        name, differing = scenario.name, scenario.differing
+        if bool(differing) != (scenario.first_difference is not None):
             problems.append(f"determinism: {name}: differing and first difference disagree")
         if differing and outcome == "passed":
             problems.append(f"determinism: outcome passed, but {name} has {differing} differing")
-    against = summary.get("against_previous") or {}
+    against = summary.against_previous
     if (
-        against.get("mode") == "unchanged"
-        and against.get("identical") != against.get("total")
+        against is not None
+        and against.mode == "unchanged"
+        and against.identical != against.total
         and outcome == "passed"
     ):
         problems.append("determinism: outcome passed, but outputs differ from the previous")
@@ -296,92 +280,84 @@ def hash_matches(hashes: Mapping[str, Any], previous_hashes: Mapping[str, Any]) 
 TEST_COUNTS = ("passed", "failed", "errors", "skipped")
 
 
-def tests_line(summary: Mapping[str, Any]) -> str:
+def tests_line(summary: ReleaseTestsSummary) -> str:
     """e.g. `41 passed, 0 failed, 0 errors, 2 skipped in 12.3 s on spark1`."""
-    counts = ", ".join(f"{summary.get(key, 0)} {key}" for key in TEST_COUNTS)
-    return f"{counts} in {number(summary.get('seconds'), 's')} on {summary.get('node', '?')}"
+    counts = ", ".join(f"{summary.count(key)} {key}" for key in TEST_COUNTS)
+    return f"{counts} in {number(summary.seconds, 's')} on {summary.node}"
 
 
-def failing_test_files(summary: Mapping[str, Any]) -> list[Row]:
+def failing_test_files(summary: ReleaseTestsSummary) -> list[Row]:
     """file | outcome | tests | seconds, for every file that did not pass."""
     return [
-        [str(f.get("file")), str(f.get("outcome")), str(f.get("tests")), number(f.get("seconds"))]
-        for f in summary.get("files", [])
-        if f.get("outcome") not in ("passed", "skipped")
+        [f.file, f.outcome, str(f.tests), number(f.seconds)]
+        for f in summary.files
+        if f.outcome not in ("passed", "skipped")
     ]
 
 
-def excluded_test_files(summary: Mapping[str, Any]) -> list[Row]:
+def excluded_test_files(summary: ReleaseTestsSummary) -> list[Row]:
     """file | reason, for every file the classification excludes."""
-    return [[str(e.get("file")), str(e.get("reason"))] for e in summary.get("excluded", [])]
+    return [[e.file, e.reason] for e in summary.excluded]
 
 
-def tests_headline(summary: Mapping[str, Any]) -> str:
+def tests_headline(summary: ReleaseTestsSummary) -> str:
     """e.g. `41 passed, 0 failed`."""
-    text = f"{summary.get('passed', 0)} passed, {summary.get('failed', 0)} failed"
-    if summary.get("errors"):
-        text += f", {summary.get('errors')} errors"
+    text = f"{summary.passed} passed, {summary.failed} failed"
+    if summary.errors:
+        text += f", {summary.errors} errors"
     return text
 
 
-def tests_problems(summary: Mapping[str, Any], outcome: str) -> list[str]:
+def tests_problems(summary: ReleaseTestsSummary, outcome: str) -> list[str]:
     """A pass with failing tests, or per-file test counts that do not add up to the totals."""
     problems: list[str] = []
-    if outcome == "passed" and (summary.get("failed") or summary.get("errors")):
+    if outcome == "passed" and (summary.failed or summary.errors):
         problems.append("release_tests: outcome passed, but tests failed or errored")
-    files = list(summary.get("files", []))
-    counted = sum(int(f.get("tests") or 0) for f in files)
-    total = sum(int(summary.get(key) or 0) for key in TEST_COUNTS)
-    if files and counted != total:
+    counted = sum(f.tests for f in summary.files)
+    total = sum(summary.count(key) for key in TEST_COUNTS)
+    if summary.files and counted != total:
         problems.append(f"release_tests: files hold {counted} tests, the counts add to {total}")
     return problems
 
 
-def junit_problems(summary: Mapping[str, Any], counts: Mapping[str, int]) -> list[str]:
+def junit_problems(summary: ReleaseTestsSummary, counts: Mapping[str, int]) -> list[str]:
     """Counts in the summary that differ from those recomputed from the JUnit XML."""
     return [
-        f"release_tests: {key} is {summary.get(key)} but the JUnit XML says {counts[key]}"
+        f"release_tests: {key} is {summary.count(key)} but the JUnit XML says {counts[key]}"
         for key in TEST_COUNTS
-        if int(summary.get(key) or 0) != counts[key]
+        if summary.count(key) != counts[key]
     ]
 
 
 # --- dispatch ----------------------------------------------------------------------------------
 
-HEADLINES = {
-    "release_tests": tests_headline,
-    "determinism": determinism_headline,
-    "cold_boots": boots_headline,
-    "benchmark": bench_headline,
-}
-PROBLEMS = {
-    "release_tests": tests_problems,
-    "determinism": determinism_problems,
-    "cold_boots": boots_problems,
-    "benchmark": bench_problems,
-}
 
-
-def headline(stage: str, summary: Mapping[str, Any]) -> str:
+def headline(stage: str, summary: BaseModel | None) -> str:
     """The headline of a stage for tables (empty for stages without one)."""
-    reader = HEADLINES.get(stage)
-    if not summary:
-        return ""
-    try:
-        return reader(summary) if reader else ""
-    except (TypeError, ValueError, KeyError, AttributeError):
-        return "(summary unreadable)"
+    del stage  # the summary's own type says which gate it is
+    if isinstance(summary, ReleaseTestsSummary):
+        return tests_headline(summary)
+    if isinstance(summary, DeterminismSummary):
+        return determinism_headline(summary)
+    if isinstance(summary, ColdBootsSummary):
+        return boots_headline(summary)
+    if isinstance(summary, BenchmarkSummary):
+        return bench_headline(summary)
+    return ""
 
 
-def summary_problems(stage: str, summary: Mapping[str, Any], outcome: str) -> list[str]:
+def summary_problems(stage: str, summary: BaseModel | None, outcome: str) -> list[str]:
     """Everything in a stage's summary that contradicts itself or its outcome."""
-    checker = PROBLEMS.get(stage)
-    if checker is None:
-        return []
-    try:
-        return checker(summary, outcome)
-    except (TypeError, ValueError, KeyError, AttributeError) as error:
-        return [f"{stage}: summary unreadable ({error})"]
+    del stage
+    if isinstance(summary, ReleaseTestsSummary):
+        return tests_problems(summary, outcome)
+    if isinstance(summary, DeterminismSummary):
+        return determinism_problems(summary, outcome)
+    if isinstance(summary, ColdBootsSummary):
+        return boots_problems(summary, outcome)
+    if isinstance(summary, BenchmarkSummary):
+        return bench_problems(summary, outcome)
+    return []
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Row]) -> list[str]:

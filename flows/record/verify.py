@@ -14,13 +14,17 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree  # only its ParseError; parsing is the gate's
 
 from flows.errors import RecordError
 from flows.gates.base import GateResult
+from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.gates.determinism.summary import DeterminismSummary
+from flows.gates.release_tests.rules import parse_junit
+from flows.gates.release_tests.summary import FileRow, ReleaseTestsSummary
 from flows.record import tables
 from flows.record.atomic import sha256_file
+from flows.record.legacy import upgrade_result
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
 from flows.record.reader import list_records, read_record, record_hashes
 from flows.record.readme import RENDER_VERSION, render_readme
@@ -74,11 +78,11 @@ def _check_stage(
     if sha256_file(file) != entry.result.sha256:
         problems.append(f"{stage}: {entry.result.path} was edited after it was saved")
     try:
-        data = json.loads(file.read_text())
+        data = upgrade_result(json.loads(file.read_text()))
         raw = GateResult.model_validate({k: v for k, v in data.items() if k in _BASE_FIELDS})
     except ValueError as error:
         return [*problems, f"{stage}: {entry.result.path} unreadable: {error}"], None
-    summary = json.loads(json.dumps(raw.model_dump(mode="json")["summary"]))
+    summary = raw.summary
     rebuilt = entry.model_copy(
         update={
             "outcome": raw.outcome.value,
@@ -99,9 +103,9 @@ def _check_stage(
         if not (root / item).exists() and not Path(item).exists()
     ]
     problems += tables.summary_problems(stage, summary, rebuilt.outcome)
-    if stage == "release_tests":
+    if isinstance(summary, ReleaseTestsSummary):
         problems += _check_junit(root, entry.files, summary)
-    if stage == "benchmark" and rebuilt.outcome != "skipped":
+    if isinstance(summary, BenchmarkSummary) and rebuilt.outcome != "skipped":
         problems += benchmark_problems(root / stage, summary, max_arms)
     return problems, rebuilt
 
@@ -133,12 +137,10 @@ def _check_documents(root: Path, record: Record) -> list[str]:
     return problems
 
 
-def _check_junit(root: Path, files: list[FileEntry], summary: dict[str, Any]) -> list[str]:
+def _check_junit(root: Path, files: list[FileEntry], summary: ReleaseTestsSummary) -> list[str]:
     """Recount every file's tests from the kept JUnit XML with the gate's own parser."""
-    from flows.gates.release_tests import parse_junit  # noqa: PLC0415 - only verify needs it
-
     reports = [root / f.path for f in files if f.path.endswith(".xml")]
-    listed = [str(f.get("file")) for f in summary.get("files", [])]
+    listed = [f.file for f in summary.files]
     if not reports or not listed or not reports[0].is_file():
         return []
     try:
@@ -148,12 +150,14 @@ def _check_junit(root: Path, files: list[FileEntry], summary: dict[str, Any]) ->
     counts = {key: sum(int(getattr(o, key)) for o in outcomes) for key in tables.TEST_COUNTS}
     problems = tables.junit_problems(summary, counts)
     recomputed = [
-        {"file": o.file, "outcome": o.outcome, "tests": o.tests, "seconds": o.seconds}
-        for o in outcomes
+        FileRow(file=o.file, outcome=o.outcome, tests=o.tests, seconds=o.seconds) for o in outcomes
     ]
-    for kept, again in zip(summary.get("files", []), recomputed, strict=False):
+    for kept, again in zip(summary.files, recomputed, strict=False):
         if kept != again:
-            problems.append(f"release_tests: {again['file']}: summary {kept}, JUnit XML {again}")
+            problems.append(
+                f"release_tests: {again.file}: summary {kept.model_dump()}, "
+                f"JUnit XML {again.model_dump()}"
+            )
     return problems
 
 
@@ -174,20 +178,18 @@ def _check_previous(experiments: Path, record: Record) -> list[str]:
     """Recount identical responses against the previous record's determinism hashes."""
     stage = record.stages.get("determinism")
     previous = _previous_record(experiments, record, stage)
-    if stage is None or previous is None:
+    summary = stage.summary_as(DeterminismSummary) if stage is not None else None
+    if summary is None or previous is None:
         return []
-    against = stage.summary.get("against_previous") or {}
-    mine, theirs = stage.summary.get("hashes"), record_hashes(previous)
-    if against.get("mode") not in ("unchanged", "changed") or not isinstance(mine, dict):
+    against, theirs = summary.against_previous, record_hashes(previous)
+    if against is None or against.mode not in ("unchanged", "changed") or theirs is None:
         return []
-    if theirs is None:
-        return []
-    identical, total = tables.hash_matches(mine, theirs)
-    if (identical, total) != (against.get("identical"), against.get("total")):
+    identical, total = tables.hash_matches(summary.hash_table(), theirs)
+    if (identical, total) != (against.identical, against.total):
         return [
             (
-                f"determinism: against previous says {against.get('identical')}/"
-                f"{against.get('total')} identical, the hashes of {previous.name} give "
+                f"determinism: against previous says {against.identical}/"
+                f"{against.total} identical, the hashes of {previous.name} give "
                 f"{identical}/{total}"
             )
         ]

@@ -20,6 +20,7 @@ from typing import Any
 from flows.errors import RecordError
 from flows.gates.base import GateResult
 from flows.record.atomic import dump_json, sha256_file, write_json, write_text
+from flows.record.legacy import upgrade_result
 from flows.record.model import (
     README_FILE,
     RECORD_FILE,
@@ -143,7 +144,7 @@ class RecordWriter:
                 for file in sorted((self._path / item).rglob("*"))
                 if file.is_file()
             ],
-            summary=data["summary"],
+            summary=result.summary,
         )
         self._write(record.model_copy(update={"stages": {**record.stages, stage: entry}}))
 
@@ -155,7 +156,8 @@ class RecordWriter:
             return None
         if sha256_file(file) != entry.result.sha256:
             raise RecordError(f"{file}: changed since it was saved; start with --fresh")
-        return _result_class(entry.result_type).model_validate_json(file.read_text())
+        data = upgrade_result(json.loads(file.read_text()))
+        return _result_class(entry.result_type).model_validate(data)
 
     def save_json(self, name: str, data: Any) -> None:
         """Write a top-level JSON file (build.json, inventory.json ...), also kept inline."""

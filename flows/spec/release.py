@@ -89,14 +89,14 @@ class Outputs(SpecModel):
         return []
 
 
-class Gate(SpecModel):
+class GateSettings(SpecModel):
     """Settings every gate shares."""
 
     enabled: bool = Field(default=True, description="Run this gate.")
     timeout_s: float = Field(default=1800, gt=0, description="Give up on the gate after this.")
 
 
-class ReleaseTestsGate(Gate):
+class ReleaseTestsGate(GateSettings):
     """Release tests: the classified engine tests, run in the release image on one node."""
 
     classification: SpecPath = Field(
@@ -119,7 +119,7 @@ class ReleaseTestsGate(Gate):
         return nearest_config(start, "release-tests.yaml")
 
 
-class DeterminismGate(Gate):
+class DeterminismGate(GateSettings):
     """Temperature-0 outputs must be identical across scenarios, and against the previous."""
 
     prompts: list[str] = Field(
@@ -153,7 +153,7 @@ class DeterminismGate(Gate):
     )
 
 
-class ColdBootsGate(Gate):
+class ColdBootsGate(GateSettings):
     """Boots with emptied caches: nothing may compile after preparation."""
 
     modes: list[BootMode] = Field(
@@ -178,7 +178,7 @@ class ColdBootsGate(Gate):
     )
 
 
-class BenchmarkGate(Gate):
+class BenchmarkGate(GateSettings):
     """Interleaved arms against the previous release; a non-inferiority decision."""
 
     suite: str = Field(default="release", min_length=1, description="Suite name (config/suites).")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from flows.gates.base import GateContext
+from flows.gates.benchmark.summary import CalibrationSummary
 from flows.pipeline.aa_ledger import CALIBRATION_DIR, ledger_for
 from flows.record import read_record
 from flows.spec.cluster import Cluster
@@ -59,7 +60,9 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(tmp_path: Path) -> Non
     assert folder.parent == tmp_path / "experiments" / CALIBRATION_DIR
     record = read_record(folder)
     assert record.status == "published"
-    assert record.stages["calibration"].summary["arms"] == 2
+    summary = record.stages["calibration"].summary_as(CalibrationSummary)
+    assert summary is not None
+    assert summary.arms == 2
 
     chosen = load_release(release)
     cluster = load_model(project.cluster, Cluster)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from flows.bench.report import read_arm
-from flows.bench.runner import GATES
+from flows.bench.runner import GATED_METRICS
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
-from flows.gates.base import GateContext, Outcome
-from flows.gates.benchmark import run_benchmark
+from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.benchmark.runner import run_benchmark
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
@@ -42,6 +43,12 @@ TINY = {
          "max_tokens": 8},
     ],
 }  # fmt: skip
+
+
+def _summary(result: GateResult) -> dict[str, Any]:
+    """The gate's typed summary, as the JSON the record keeps."""
+    assert result.summary is not None, result.reason
+    return result.summary.model_dump(mode="json")
 
 
 def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
@@ -70,7 +77,7 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
 
     assert result.outcome in (Outcome.PASSED, Outcome.FAILED), result.reason
     assert result.reason
-    assert result.summary["arms"] == ["candidate", "previous", "candidate"]
+    assert _summary(result)["arms"] == ["candidate", "previous", "candidate"]
     releases = []
     for name in ("1-candidate", "2-previous", "3-candidate"):
         arm = read_arm(out / "arms" / name)
@@ -82,15 +89,15 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     compared = json.loads((out / "compare.json").read_text())
     assert compared["new"] == ["1-candidate", "3-candidate"]
     assert compared["old"] == ["2-previous"]
-    points = result.summary["points"]
-    expected = {("single/c1", metric) for metric in GATES["single_stream"]}
-    expected |= {("streams/c2", metric) for metric in GATES["closed_loop"]}
+    points = _summary(result)["points"]
+    expected = {("single/c1", metric) for metric in GATED_METRICS["single_stream"]}
+    expected |= {("streams/c2", metric) for metric in GATED_METRICS["closed_loop"]}
     assert {(p["point"], p["unit"]) for p in points} == expected
     for point in points:
         assert point["verdict"] in ("faster", "level", "slower", "inconclusive")
         assert point["previous"] > 0
         assert point["candidate"] > 0
-    assert result.summary["decision"] in (
+    assert _summary(result)["decision"] in (
         "pass",
         "fail-slower",
         "fail-inconclusive",

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
-from flows.gates.base import Outcome
-from flows.gates.cold_boots import run_cold_boots
-from flows.gates.determinism import run_determinism
+from flows.gates.base import GateResult, Outcome
+from flows.gates.cold_boots.runner import run_cold_boots
+from flows.gates.determinism.runner import run_determinism
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import ColdBootsGate, DeterminismGate, Release
@@ -30,6 +31,12 @@ SHORT = DeterminismGate(
 )
 
 
+def _summary(result: GateResult) -> dict[str, Any]:
+    """The gate's typed summary, as the JSON the record keeps."""
+    assert result.summary is not None, result.reason
+    return result.summary.model_dump(mode="json")
+
+
 def test_r1_cold_boots_pass_with_zero_compiles(
     local_cluster: Cluster,
     transports: dict[str, LocalTransport],
@@ -42,7 +49,7 @@ def test_r1_cold_boots_pass_with_zero_compiles(
     )
     assert result.outcome == Outcome.PASSED, result.reason
     assert load_session(state, local_cluster.name) is None
-    rows = {row["mode"]: row for row in result.summary["boots"]}
+    rows = {row["mode"]: row for row in _summary(result)["boots"]}
     assert list(rows) == ["warm", "one-rank-kernels", "all-kernels", "all-jit"]
     for row in rows.values():
         assert row["ready_s"] is not None
@@ -56,7 +63,7 @@ def test_r1_cold_boots_pass_with_zero_compiles(
     assert one[1]["compiled"] > 0  # the last rank by default
     assert all(r["compiled"] > 0 for r in rows["all-kernels"]["ranks"])
     assert "rank 1 compiled" in rows["one-rank-kernels"]["what_happened"]
-    assert set(result.summary["reference"]) == {"p0", "p1"}
+    assert set(_summary(result)["reference"]) == {"p0", "p1"}
     timeline = json.loads((tmp_path / "boots/all-jit.json").read_text())["timeline"]
     assert [r["rank"] for r in timeline["ranks"]] == [0, 1]
     assert (tmp_path / "boots/warm/local0-rank0.log").is_file()
@@ -78,14 +85,14 @@ def test_lazy_kernel_fails_cold_boots_but_passes_determinism(
         context,
         ALL_MODES.model_copy(update={"modes": ["warm"]}),
         tmp_path / "boots",
-        reference=determinism.summary["hashes"],  # as the flow passes it
+        reference=_summary(determinism)["hashes"],  # as the flow passes it
     )
     assert boots.outcome == Outcome.FAILED
     assert "warm:" in boots.reason
     assert "compiles after preparation" in boots.reason
     assert "mlp" in boots.reason
     assert "spot check" not in boots.reason
-    row = boots.summary["boots"][0]
+    row = _summary(boots)["boots"][0]
     assert row["compiles_after_preparation"] > 0
     assert row["compiles_metric"] > 0
     assert row["spot_check"] == "identical"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
-from flows.gates.base import Outcome
-from flows.gates.determinism import run_determinism
+from flows.gates.base import GateResult, Outcome
+from flows.gates.determinism.runner import run_determinism
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import DeterminismGate, Release
@@ -34,6 +35,12 @@ SHORT = DeterminismGate(
 )
 
 
+def _summary(result: GateResult) -> dict[str, Any]:
+    """The gate's typed summary, as the JSON the record keeps."""
+    assert result.summary is not None, result.reason
+    return result.summary.model_dump(mode="json")
+
+
 def test_r1_passes_and_r2_matches_its_hashes(
     local_cluster: Cluster,
     transports: dict[str, LocalTransport],
@@ -46,7 +53,7 @@ def test_r1_passes_and_r2_matches_its_hashes(
     )
     assert first.outcome == Outcome.PASSED, first.reason
     assert load_session(state, local_cluster.name) is None  # stopped after the gate
-    summary = first.summary
+    summary = _summary(first)
     assert summary["prompts"] == 4
     names = [s["name"] for s in summary["scenarios"]]
     assert names == ["all_at_once", "staggered", "mixed", "cached", "sampled", "again"]
@@ -67,7 +74,7 @@ def test_r1_passes_and_r2_matches_its_hashes(
         SHORT, tmp_path / "r2", previous_hashes=stored,
     )  # fmt: skip
     assert second.outcome == Outcome.PASSED, second.reason
-    previous = second.summary["against_previous"]
+    previous = _summary(second)["against_previous"]
     assert previous["mode"] == "unchanged"
     assert previous["identical"] == previous["total"] == 4
 
@@ -82,8 +89,8 @@ def test_the_nondeterministic_release_fails_naming_prompts(
     result = run_determinism(context_for(local_cluster, transports, state, faulty), SHORT, tmp_path)
     assert result.outcome == Outcome.FAILED
     assert load_session(state, local_cluster.name) is None
-    failing = [s for s in result.summary["scenarios"] if s["differing"]]
-    assert failing, result.summary
+    failing = [s for s in _summary(result)["scenarios"] if s["differing"]]
+    assert failing, _summary(result)
     assert "all_at_once" in {s["name"] for s in failing}
     first = failing[0]["first_difference"]
     assert first["prompt"] in result.reason

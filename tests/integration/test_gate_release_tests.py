@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from flows.cluster.transport.local import LocalTransport
-from flows.gates.base import GateContext, Outcome
-from flows.gates.release_tests import run_release_tests
+from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.release_tests.runner import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
@@ -26,6 +27,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FAST = {"tests/test_engine_tokenizer.py", "tests/test_engine_scheduler.py"}
 ENGINE_FILES = sorted(p.relative_to(ROOT / "engine").as_posix()
                       for p in (ROOT / "engine/tests").glob("test_*.py"))  # fmt: skip
+
+
+def _summary(result: GateResult) -> dict[str, Any]:
+    """The gate's typed summary, as the JSON the record keeps."""
+    assert result.summary is not None, result.reason
+    return result.summary.model_dump(mode="json")
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +84,7 @@ def test_r1_release_tests_pass_with_per_file_results(
     result = run_release_tests(_context(local_cluster, release_r1, transports, gate_state),
                                settings, out)  # fmt: skip
     assert result.outcome == Outcome.PASSED, result.reason
-    summary = result.summary
+    summary = _summary(result)
     assert summary["node"] == local_cluster.head.name
     assert summary["failed"] == summary["errors"] == 0
     assert summary["passed"] > 0
@@ -112,7 +119,7 @@ def test_an_unclassified_file_fails_the_gate_naming_it(
     assert result.outcome == Outcome.FAILED
     assert "tests/test_brand_new.py" in result.reason
     assert "unclassified" in result.reason
-    assert result.summary["unclassified"] == ["tests/test_brand_new.py"]
+    assert _summary(result)["unclassified"] == ["tests/test_brand_new.py"]
     assert not (out / "junit.xml").exists()  # nothing ran: the stage stops at the selection
 
 
@@ -131,8 +138,8 @@ def test_the_failing_test_release_fails_on_its_own_test_only(
     assert result.outcome == Outcome.FAILED
     assert "tests/test_release_accents.py failed" in result.reason
     assert "test_accented_latin_text_round_trips" in result.reason
-    outcomes = {f["file"]: f["outcome"] for f in result.summary["files"]}
+    outcomes = {f["file"]: f["outcome"] for f in _summary(result)["files"]}
     assert outcomes == {**dict.fromkeys(FAST, "passed"), "tests/test_release_accents.py": "failed"}
-    assert result.summary["changed"] == ["tests/test_release_accents.py"]
-    assert result.summary["failed"] == 1
+    assert _summary(result)["changed"] == ["tests/test_release_accents.py"]
+    assert _summary(result)["failed"] == 1
     assert "test_accented_latin_text_round_trips" in (out / "pytest.txt").read_text()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
 
 from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project, write_yaml
@@ -75,7 +76,9 @@ def test_a_qualification_killed_in_the_benchmark_resumes_there(
     assert "cold boots: cached" in output
     assert "arm 1 (candidate, r2): measured by the interrupted run, kept" in output
     assert first_arm.read_text() == measured, "a finished arm is never measured again"
-    assert benchmark.summary["arms"] == ["candidate", "previous", "candidate"]
+    bench = benchmark.summary_as(BenchmarkSummary)
+    assert bench is not None
+    assert bench.arms == ["candidate", "previous", "candidate"]
     assert benchmark.outcome in ("passed", "failed"), benchmark.reason
     assert published.stages["determinism"].outcome == "passed"
     assert published.stages["cold_boots"].outcome == "passed"

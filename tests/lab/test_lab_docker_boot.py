@@ -28,8 +28,8 @@ from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up
 from flows.cluster.runtime.containers import cluster_containers
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.factory import TransportPool
-from flows.gates.base import GateContext, Outcome
-from flows.gates.release_tests import run_release_tests
+from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.release_tests.runner import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
@@ -41,6 +41,12 @@ pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow]
 PLAN = LabPlan(prefix="sg-k", nodes=3, subnet=ipaddress.IPv4Network("198.18.7.0/24"), docker=True)
 LAB_DIR = ROOT / ".sparkgate" / "test-lab-dkb"  # short: unix socket paths are limited
 DOCKER_CACHE = ROOT / ".sparkgate" / "cache" / "docker"
+
+
+def _summary(result: GateResult) -> dict[str, Any]:
+    """The gate's typed summary, as the JSON the record keeps."""
+    assert result.summary is not None, result.reason
+    return result.summary.model_dump(mode="json")
 
 
 def missing_requirement() -> str | None:
@@ -214,12 +220,12 @@ def test_the_release_tests_gate_runs_pytest_inside_the_release_image(
         result = run_release_tests(context, settings, out)
     assert result.outcome == Outcome.FAILED, result.reason
     assert "tests/test_release_accents.py failed" in result.reason
-    outcomes = {f["file"]: f["outcome"] for f in result.summary["files"]}
+    outcomes = {f["file"]: f["outcome"] for f in _summary(result)["files"]}
     assert outcomes == {
         "tests/test_engine_tokenizer.py": "passed",
         "tests/test_release_accents.py": "failed",
     }
-    assert result.summary["changed"] == ["tests/test_release_accents.py"]
+    assert _summary(result)["changed"] == ["tests/test_release_accents.py"]
     assert {"junit.xml", "pytest.txt", "selection.json"} <= set(result.files)
     assert "test_accented_latin_text_round_trips" in (out / "pytest.txt").read_text()
     assert any("in the release image" in line for line in said)

@@ -15,7 +15,8 @@ from flows.bench.stats import aa_gap
 from flows.cli import main
 from flows.errors import BootError
 from flows.gates.base import GateContext, GateResult, Outcome
-from flows.gates.benchmark import arm_folder
+from flows.gates.benchmark.rules import arm_folder
+from flows.gates.benchmark.summary import CalibrationSummary
 from flows.pipeline.aa_ledger import CALIBRATION_DIR, GAPS_FILE, ledger_for, ledger_from_records
 from flows.pipeline.calibrate import STAGE, VERDICT, run_calibration
 from flows.record import read_record, verify
@@ -193,10 +194,12 @@ def test_calibration_keeps_gaps_and_boot_noise(
 ) -> None:
     record = _calibration(tmp_path, cluster, release, [1.0, 1.02, 0.98])
     result = GateResult.model_validate_json((record / STAGE / "result.json").read_text())
-    assert result.summary["gaps"] == 2
-    assert result.summary["shape"] == SHAPE
-    assert set(result.summary["boot_noise_pct"]) == {"streams/c2:tps", "single:ttft_ms"}
-    assert result.summary["boot_noise_pct"]["streams/c2:tps"] > 0.5
+    summary = result.summary_as(CalibrationSummary)
+    assert summary is not None
+    assert summary.gaps == 2
+    assert summary.shape == SHAPE
+    assert set(summary.boot_noise_pct) == {"streams/c2:tps", "single:ttft_ms"}
+    assert summary.boot_noise_pct["streams/c2:tps"] > 0.5
     assert "2 A/A gaps from 3 arms of r1" in result.reason
     assert "aa-gaps.json" in result.files
     assert "arms/1-candidate/arm.json" in result.files

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.bench.compare import Decision, compare_arms, session_decision
+from flows.bench.compare import SessionDecision, compare_arms, session_decision
 from flows.bench.ledger import read_ledger
 from flows.bench.report import ArmReport, Point, Receipt, Sample, read_arm, write_arm
 from flows.cli import main
@@ -160,14 +160,14 @@ def test_a_candidate_that_lost_measurements_fails(
 def test_session_decision_adds_arms_until_decided_then_fails_inconclusive(tmp_path: Path) -> None:
     c1, p, c2 = (read_arm(Path(x)) for x in _session(tmp_path, 1.0))
     two = compare_arms([c1], [p])
-    assert session_decision(two, arms_run=2, max_arms=7) is Decision.ADD_CANDIDATE
+    assert session_decision(two, arms_run=2, max_arms=7) is SessionDecision.ADD_CANDIDATE
     wide = _arm("c2w", [41.6, 41.8, 41.5, 41.7], [24.0, 24.1, 23.9, 24.0])  # C2 4 % off C1
     three = compare_arms([c1, wide], [p])
-    assert session_decision(three, arms_run=3, max_arms=7) is Decision.ADD_PREVIOUS
-    assert session_decision(three, arms_run=7, max_arms=7) is Decision.FAIL_INCONCLUSIVE
+    assert session_decision(three, arms_run=3, max_arms=7) is SessionDecision.ADD_PREVIOUS
+    assert session_decision(three, arms_run=7, max_arms=7) is SessionDecision.FAIL_INCONCLUSIVE
     slow = [read_arm(Path(x)) for x in _session(tmp_path / "slow", 1.2)]
     ledger = read_ledger(Path(_ledger(tmp_path)))
     decided = compare_arms([slow[0], slow[2]], [slow[1]], ledger=ledger)
-    assert session_decision(decided, arms_run=3, max_arms=7) is Decision.FAIL_SLOWER
+    assert session_decision(decided, arms_run=3, max_arms=7) is SessionDecision.FAIL_SLOWER
     level = compare_arms([c1, c2], [p], ledger=ledger)
-    assert session_decision(level, arms_run=3, max_arms=7) is Decision.PASS
+    assert session_decision(level, arms_run=3, max_arms=7) is SessionDecision.PASS

@@ -10,6 +10,7 @@ from prefect.states import Completed, Failed
 from flows.commands.qualify import _outcome, verdict_error
 from flows.errors import GateFailedError, InconclusiveError, LockHeldError
 from flows.gates.base import GateResult, Outcome
+from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.qualify import QualifyOutcome, benchmark_decision
 
 OUTCOME = QualifyOutcome(
@@ -67,7 +68,8 @@ def test_a_qualified_release_exits_0() -> None:
 def test_the_outcome_carries_the_benchmark_decision() -> None:
     result = GateResult(
         gate="benchmark", outcome=Outcome.FAILED, reason="inconclusive after 4 arms",
-        started_at=datetime.now(UTC), seconds=1.0, summary={"decision": "fail-inconclusive"},
+        started_at=datetime.now(UTC), seconds=1.0,
+        summary=BenchmarkSummary(decision="fail-inconclusive"),
     )  # fmt: skip
     assert benchmark_decision({"benchmark": result}) == "fail-inconclusive"
     assert benchmark_decision({}) == ""

@@ -7,21 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from flows.bench.compare import Comparison, Decision, compare_arms
+from flows.bench.compare import Comparison, SessionDecision, compare_arms
 from flows.bench.ledger import Ledger
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.bench.runner import suite_digest
-from flows.gates import benchmark
 from flows.gates.base import GateContext, Outcome
-from flows.gates.benchmark import (
+from flows.gates.benchmark import runner as benchmark
+from flows.gates.benchmark.rules import (
     Role,
-    finished_arm,
     order_problem,
     points_summary,
     reason_for,
-    run_benchmark,
     run_session,
 )
+from flows.gates.benchmark.runner import finished_arm, run_benchmark
+from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
@@ -76,10 +76,10 @@ def test_only_alternating_orders_starting_with_the_candidate_are_accepted() -> N
 def test_a_clearly_slower_candidate_fails_as_slower() -> None:
     bench = Bench(candidate=[0.80] * 7, previous=[1.0] * 7)
     session = run_session(FIRST, 7, bench.measure, compare)
-    assert session.decision is Decision.FAIL_SLOWER
+    assert session.decision is SessionDecision.FAIL_SLOWER
     assert session.roles[:3] == FIRST
     rows = points_summary(session)
-    assert {row["verdict"] for row in rows} == {"slower"}
+    assert {row.verdict for row in rows} == {"slower"}
     reason = reason_for(session, 3.0, 7)
     assert reason.startswith("slower beyond 3%")
     assert "streams/c2 tps" in reason
@@ -88,18 +88,18 @@ def test_a_clearly_slower_candidate_fails_as_slower() -> None:
 def test_a_level_candidate_passes_and_arms_keep_alternating() -> None:
     bench = Bench(candidate=[1.0, 1.001, 0.999, 1.0], previous=[1.0005, 0.9995, 1.0])
     session = run_session(FIRST, 7, bench.measure, compare)
-    assert session.decision is Decision.PASS
+    assert session.decision is SessionDecision.PASS
     expected = ["candidate" if i % 2 == 0 else "previous" for i in range(len(session.roles))]
     assert session.roles == expected
     assert [index for index, _ in bench.ran] == list(range(1, len(session.roles) + 1))
-    assert all(row["verdict"] in ("level", "faster") for row in points_summary(session))
+    assert all(row.verdict in ("level", "faster") for row in points_summary(session))
 
 
 def test_noise_adds_previous_then_candidate_arms_up_to_max_then_fails_inconclusive() -> None:
     # Boot-to-boot swings of +-15 %: no interval can clear a 3 % tolerance with 5 arms.
     bench = Bench(candidate=[1.0, 0.85, 1.15, 0.9], previous=[1.12, 0.88, 1.0])
     session = run_session(FIRST, 5, bench.measure, compare)
-    assert session.decision is Decision.FAIL_INCONCLUSIVE
+    assert session.decision is SessionDecision.FAIL_INCONCLUSIVE
     assert session.roles == ["candidate", "previous", "candidate", "previous", "candidate"]
     assert "inconclusive after 5 arms (max_arms 5)" in reason_for(session, 3.0, 5)
 
@@ -107,7 +107,7 @@ def test_noise_adds_previous_then_candidate_arms_up_to_max_then_fails_inconclusi
 def test_no_arm_is_added_past_the_time_limit() -> None:
     bench = Bench(candidate=[1.0, 0.85, 1.15], previous=[1.12, 0.88])
     session = run_session(FIRST, 7, bench.measure, compare, may_add=lambda: False)
-    assert session.decision is Decision.FAIL_INCONCLUSIVE
+    assert session.decision is SessionDecision.FAIL_INCONCLUSIVE
     assert session.stopped_early
     assert len(session.roles) == 3
     assert "time limit" in reason_for(session, 3.0, 7)
@@ -122,7 +122,7 @@ def test_a_ledger_of_small_aa_gaps_decides_with_the_first_three_arms() -> None:
         FIRST, 7, bench.measure,
         lambda new, old: compare_arms(new, old, ledger=ledger, tolerance_pct=3.0),
     )  # fmt: skip
-    assert session.decision is Decision.PASS
+    assert session.decision is SessionDecision.PASS
     assert session.roles == FIRST
 
 
@@ -171,17 +171,18 @@ def test_run_benchmark_writes_arms_compare_and_summary(
     result = run_benchmark(_context(tmp_path, previous), settings, out)
     assert result.outcome == Outcome.FAILED
     assert result.reason.startswith("slower beyond 3%")
-    summary = result.summary
-    assert summary["arms"][:3] == FIRST
-    assert summary["tolerance"] == 0.03
-    row = summary["points"][0]
+    summary = result.summary_as(BenchmarkSummary)
+    assert summary is not None
+    assert summary.arms[:3] == FIRST
+    assert summary.tolerance == 0.03
+    row = summary.points[0].model_dump()
     assert set(row) == {"point", "unit", "higher_is_better", "previous", "candidate", "change",
                         "low", "high", "verdict"}  # fmt: skip
-    by_unit = {r["unit"]: r for r in summary["points"]}
-    assert by_unit["tps"]["candidate"] == pytest.approx(80.0)
-    assert by_unit["tps"]["previous"] == pytest.approx(100.0)
-    assert by_unit["tps"]["change"] == pytest.approx(-20.0, abs=0.5)
-    assert by_unit["ttft_p50_s"]["higher_is_better"] is False
+    by_unit = {r.unit: r for r in summary.points}
+    assert by_unit["tps"].candidate == pytest.approx(80.0)
+    assert by_unit["tps"].previous == pytest.approx(100.0)
+    assert by_unit["tps"].change == pytest.approx(-20.0, abs=0.5)
+    assert by_unit["ttft_p50_s"].higher_is_better is False
     for name in ("compare.json", "bench.txt", "changes.png", "aa-gaps.json",
                  "arms/1-candidate/arm.json", "arms/2-previous/arm.json"):  # fmt: skip
         assert name in result.files

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows.gates.verdicts import (
+from flows.gates.cold_boots.rules import (
     BootObservation,
     RankFigures,
     boot_problems,
@@ -30,7 +30,7 @@ def seen(mode: str = "warm", **update: object) -> BootObservation:
 def test_a_clean_warm_boot_passes_and_reads_like_the_recipe() -> None:
     boot = seen()
     assert boot_problems(boot) == []
-    row = boot_row(boot)
+    row = boot_row(boot).model_dump()
     assert row["passed"]
     assert (row["kernels"], row["compiled"], row["cached"]) == (20, 0, 20)
     assert row["prepare_s_max"] == 0.8
@@ -57,7 +57,7 @@ def test_compiles_after_preparation_in_the_logs_fail_and_are_named() -> None:
     assert len(problems) == 1
     assert "2 compiles after preparation" in problems[0]
     assert "mlp/k1" in problems[0]
-    assert not boot_row(boot)["passed"]
+    assert not boot_row(boot).passed
 
 
 def test_a_nonzero_compile_metric_fails_even_when_logs_say_nothing() -> None:
@@ -88,7 +88,7 @@ def test_an_emptied_rank_that_compiled_nothing_was_not_a_cold_boot() -> None:
 def test_a_failed_boot_names_its_cause_only() -> None:
     boot = BootObservation(mode="all-jit", error="node local1 rank 1: exited 70")
     assert boot_problems(boot) == ["boot failed: node local1 rank 1: exited 70"]
-    row = boot_row(boot)
+    row = boot_row(boot).model_dump()
     assert row["ready_s"] is None
     assert row["spot_check"] == "not run"
     assert row["what_happened"] == "boot failed: node local1 rank 1: exited 70"

@@ -8,6 +8,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
+from flows.gates.determinism.rules import against_previous, determinism_verdict, scenario_row
 from flows.gates.outputs import (
     Output,
     compare_scenario,
@@ -21,7 +22,6 @@ from flows.gates.outputs import (
     top_token_agreement,
 )
 from flows.gates.prompts import long_text, named_prompts
-from flows.gates.verdicts import against_previous, determinism_verdict
 
 
 def out(prompt: str, tokens: list[int], logprobs: list[float] | None = None) -> Output:
@@ -98,7 +98,9 @@ def test_scenario_counts_identical_and_differing_and_names_the_first() -> None:
         "all_at_once", reference, [out("p0", [1, 2, 3]), out("p1", [4, 9, 6])]
     )
     assert (report.identical, report.differing) == (1, 1)
-    assert report.summary()["first_difference"] == {"prompt": "p1", "index": 1}
+    first = scenario_row(report).first_difference
+    assert first is not None
+    assert first.model_dump() == {"prompt": "p1", "index": 1}
 
 
 def test_a_response_for_an_unknown_prompt_differs() -> None:

@@ -11,17 +11,19 @@ import pytest
 
 from flows.cluster.transport.base import Transport
 from flows.gates.base import GateContext, Outcome
-from flows.gates.release_tests import (
+from flows.gates.release_tests.rules import (
     FileOutcome,
-    changed_files,
-    overlay_files,
     parse_junit,
     pytest_argv,
-    run_release_tests,
     select,
     summary,
-    tree_files,
     verdict,
+)
+from flows.gates.release_tests.runner import (
+    changed_files,
+    overlay_files,
+    run_release_tests,
+    tree_files,
 )
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -159,7 +161,7 @@ def test_summary_has_the_keys_the_record_renders(tmp_path: Path) -> None:
     )
     selection = select(["tests/test_a.py", "tests/test_b.py"], classification)
     files = [FileOutcome(file="tests/test_a.py", outcome="passed", tests=2, passed=2, seconds=1.5)]
-    data = summary(selection, files, 3.25, "local0")
+    data = summary(selection, files, 3.25, "local0").model_dump()
     assert {"passed", "failed", "errors", "skipped", "seconds", "files", "excluded", "node"} <= set(
         data
     )

@@ -11,11 +11,19 @@ from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.cluster.boot.timeline import BootTimeline, RankTimeline
 from flows.gates.base import GateContext, GateResult, Outcome
-from flows.gates.benchmark import Role, arm_folder, points_summary, run_session
-from flows.gates.determinism import judge
+from flows.gates.benchmark.rules import Role, arm_folder, points_summary, run_session
+from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.gates.cold_boots.rules import (
+    BootObservation,
+    RankFigures,
+    boot_row,
+    cold_boots_verdict,
+)
+from flows.gates.cold_boots.summary import ColdBootsSummary
+from flows.gates.determinism.rules import judge
+from flows.gates.determinism.summary import PromptHashes
 from flows.gates.outputs import Output, hashes
 from flows.gates.traffic import Answered
-from flows.gates.verdicts import BootObservation, RankFigures, boot_row, cold_boots_verdict
 from flows.record import verify
 from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
@@ -56,10 +64,10 @@ def _bench_stage(out: Path) -> GateResult:
     return GateResult(
         gate="benchmark", outcome=Outcome.PASSED, reason="faster",
         started_at=datetime.now(UTC), seconds=1.0, files=files,
-        summary={"arms": list(session.roles), "tolerance": 0.03,
-                 "decision": session.decision.value,
-                 "ledger_gaps": session.comparison.ledger_gaps,
-                 "points": points_summary(session)},
+        summary=BenchmarkSummary(arms=list(session.roles), tolerance=0.03,
+                                 decision=session.decision.value,
+                                 ledger_gaps=session.comparison.ledger_gaps,
+                                 points=points_summary(session)),
     )  # fmt: skip
 
 
@@ -68,7 +76,9 @@ def _published(tmp_path: Path, release: Release, cluster: Cluster) -> Path:
         tmp_path, release, build_digest="d", cluster=cluster, previous="r1", resume=False
     )
     result = _bench_stage(writer.stage_dir("benchmark"))
-    assert result.summary["points"][0]["verdict"] == "faster"
+    summary = result.summary_as(BenchmarkSummary)
+    assert summary is not None
+    assert summary.points[0].verdict == "faster"
     writer.save_stage(result)
     return writer.publish(verdict="qualified", stage_order=["benchmark"], versions={})
 
@@ -146,7 +156,7 @@ def _determinism_stage(out: Path, release: Release, cluster: Cluster) -> GateRes
     summary, outcome, reason = judge(runs, context, release.gates.determinism, None)
     return GateResult(
         gate="determinism", outcome=outcome, reason=reason, started_at=datetime.now(UTC),
-        seconds=1.0, summary=json.loads(json.dumps(summary)), files=files,
+        seconds=1.0, summary=summary, files=files,
     )  # fmt: skip
 
 
@@ -209,10 +219,13 @@ def _boots_stage(out: Path) -> GateResult:
         )  # fmt: skip
     passed, reason = cold_boots_verdict(seen)
     assert passed
-    summary = {"boots": [boot_row(s) for s in seen], "reference": reference}
+    summary = ColdBootsSummary(
+        boots=[boot_row(s) for s in seen],
+        reference={p: PromptHashes.model_validate(d) for p, d in reference.items()},
+    )
     return GateResult(
         gate="cold_boots", outcome=Outcome.PASSED, reason=reason, started_at=datetime.now(UTC),
-        seconds=1.0, summary=json.loads(json.dumps(summary)), files=files,
+        seconds=1.0, summary=summary, files=files,
     )  # fmt: skip
 
 

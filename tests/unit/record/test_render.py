@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
+from flows.gates.cold_boots.summary import BootRow
+from flows.gates.determinism.summary import FirstDifference, PreviousReport, ScenarioRow
+from flows.gates.release_tests.summary import FileRow
+from flows.gates.summaries import GateSummary
 from flows.record import read_record, render_index, render_readme, write_index
 from flows.record.model import Record, StageEntry
 from flows.record.tables import bench_problems, bench_verdict, boots_problems, tolerance_pct
 from flows.record.writer import RecordWriter
+from tests.support import summaries
 
 
 def test_readme_reads_verdict_first_and_every_table(
@@ -62,22 +66,24 @@ def test_readme_reads_verdict_first_and_every_table(
     assert order == sorted(order)
 
 
-def _record(stages: dict[str, dict[str, Any]], *, verdict: str = "failed at determinism") -> Record:
+def _record(
+    stages: dict[str, tuple[str, GateSummary | None]], *, verdict: str = "failed at determinism"
+) -> Record:
     now = datetime(2026, 12, 2, tzinfo=UTC)
     entries = {
         name: StageEntry.model_validate(
             {
                 "stage": name,
-                "outcome": data.pop("outcome"),
+                "outcome": outcome,
                 "reason": "why",
                 "started_at": now,
                 "seconds": 1.0,
                 "result": {"path": f"{name}/result.json", "sha256": "0" * 64, "bytes": 1},
                 "result_type": "flows.gates.base:GateResult",
-                "summary": data,
+                "summary": summary,
             }
         )
-        for name, data in stages.items()
+        for name, (outcome, summary) in stages.items()
     }
     return Record(
         name="2026-12-02-r3", status="published", release_name="r3",
@@ -89,22 +95,21 @@ def _record(stages: dict[str, dict[str, Any]], *, verdict: str = "failed at dete
 
 
 def test_readme_shows_failures_differences_and_gates_not_run() -> None:
-    determinism = {
-        "outcome": "failed",
-        "prompts": 4,
-        "scenarios": [
-            {"name": "all-at-once", "identical": 3, "differing": 1,
-             "first_difference": {"prompt": "p2", "index": 7}},
+    determinism = summaries.determinism(
+        scenarios=[
+            ScenarioRow(name="all-at-once", identical=3, differing=1,
+                        first_difference=FirstDifference(prompt="p2", index=7)),
         ],
-        "against_previous": {"mode": "changed", "identical": 1, "total": 4,
-                             "top_token_agreement": 0.875, "reason": "new sampler"},
-    }  # fmt: skip
-    tests = {
-        "outcome": "passed", "passed": 1, "failed": 0, "errors": 0, "skipped": 0, "seconds": 1.0,
-        "files": [{"file": "tests/test_x.py", "outcome": "passed", "tests": 1, "seconds": 1.0}],
-        "excluded": [], "node": "local0",
-    }  # fmt: skip
-    lines = render_readme(_record({"release_tests": tests, "determinism": determinism}))
+        against_previous=PreviousReport(mode="changed", identical=1, total=4,
+                                        top_token_agreement=0.875, reason="new sampler"),
+    )  # fmt: skip
+    tests = summaries.release_tests(
+        passed=1, skipped=0, seconds=1.0, excluded=[],
+        files=[FileRow(file="tests/test_x.py", outcome="passed", tests=1, seconds=1.0)],
+    )  # fmt: skip
+    lines = render_readme(
+        _record({"release_tests": ("passed", tests), "determinism": ("failed", determinism)})
+    )
     assert lines.startswith("# r3: failed at determinism\n")
     assert "- Declared outputs: changed (new sampler)" in lines
     assert "| all-at-once | 3/4 | prompt p2, token 7 |" in lines
@@ -117,18 +122,17 @@ def test_readme_shows_failures_differences_and_gates_not_run() -> None:
 
 
 def test_bench_verdicts_are_recomputed_from_intervals() -> None:
-    point = {"higher_is_better": True, "low": -2.0, "high": 1.0}
+    point = summaries.point("x", "tps", higher_is_better=True, low=-2.0, high=1.0)
     assert bench_verdict(point, 0.03) == "level"
-    assert bench_verdict({**point, "low": 0.5}, 0.03) == "faster"
-    assert bench_verdict({**point, "low": -8.0, "high": -4.0}, 0.03) == "slower"
-    assert bench_verdict({**point, "low": -4.0}, 0.03) == "inconclusive"
-    assert bench_verdict({"higher_is_better": False, "low": 4.0, "high": 8.0}, 0.03) == "slower"
-    assert bench_verdict({"higher_is_better": True, "low": None, "high": None}, 0.03) == (
-        "inconclusive"
-    )
+    assert bench_verdict(point.model_copy(update={"low": 0.5}), 0.03) == "faster"
+    assert bench_verdict(point.model_copy(update={"low": -8.0, "high": -4.0}), 0.03) == "slower"
+    assert bench_verdict(point.model_copy(update={"low": -4.0}), 0.03) == "inconclusive"
+    lower = summaries.point("x", "ms", higher_is_better=False, low=4.0, high=8.0)
+    assert bench_verdict(lower, 0.03) == "slower"
+    assert bench_verdict(summaries.point("x", "tps", low=None, high=None), 0.03) == ("inconclusive")
     assert abs(tolerance_pct(0.03) - 3.0) < 1e-9
     assert tolerance_pct(3.0) == 3.0
-    summary = {"tolerance": 0.03, "points": [{**point, "point": "x", "verdict": "faster"}]}
+    summary = summaries.benchmark(points=[point.model_copy(update={"verdict": "faster"})])
     assert bench_problems(summary, "failed") == [
         (
             "benchmark: x: verdict 'faster', but its interval [-2.0, +1.0] at tolerance 3% "
@@ -138,8 +142,10 @@ def test_bench_verdicts_are_recomputed_from_intervals() -> None:
 
 
 def test_a_passed_outcome_with_a_failing_boot_is_a_problem() -> None:
-    boots = {"boots": [{"mode": "all-jit", "ready_s": 5.0, "compiles_after_preparation": 2,
-                        "spot_check": "identical"}]}  # fmt: skip
+    boots = summaries.cold_boots(
+        boots=[BootRow(mode="all-jit", ready_s=5.0, compiles_after_preparation=2,
+                       spot_check="identical")]
+    )  # fmt: skip
     assert boots_problems(boots, "passed") == [
         "cold_boots: outcome passed, but boot all-jit: 2 compiles after preparation"
     ]
@@ -165,6 +171,6 @@ def test_index_lists_published_records_newest_first(
 
 
 def test_a_gate_without_figures_shows_only_its_reason() -> None:
-    text = render_readme(_record({"release_tests": {"outcome": "skipped"}}, verdict="qualified"))
+    text = render_readme(_record({"release_tests": ("skipped", None)}, verdict="qualified"))
     assert "| release_tests | skipped |  | 1.00 s |" in text
     assert "## Release tests\n\n**skipped**: why\n\n## Determinism" in text

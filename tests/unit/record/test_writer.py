@@ -11,6 +11,7 @@ import pytest
 
 from flows.errors import RecordError
 from flows.gates.base import GateResult, Outcome
+from flows.gates.determinism.summary import DeterminismSummary
 from flows.record import latest_record, read_record, record_hashes, verify
 from flows.record.writer import RecordWriter, open_record
 from flows.spec.cluster import Cluster
@@ -70,7 +71,9 @@ def test_resume_reopens_unpublished_record_of_same_release_and_digest(
     assert again.path == first.path
     loaded = again.load_stage("determinism")
     assert isinstance(loaded, GateResult)
-    assert loaded.summary["hashes"] == helpers.hashes
+    summary = loaded.summary_as(DeterminismSummary)
+    assert summary is not None
+    assert summary.hash_table() == helpers.hashes
     assert loaded == first.load_stage("determinism")
     assert again.load_stage("benchmark") is None
 

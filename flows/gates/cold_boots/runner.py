@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +28,113 @@ from flows.cluster.boot.session import Started, runtime_for
 from flows.cluster.boot.timeline import COMPILE, LogEvent, LogReader
 from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError, BootError, SparkgateError
-from flows.gates.base import GateContext, GateResult, Outcome, api_base_url
+from flows.gates.base import (
+    GateContext,
+    GateResult,
+    GateVerdict,
+    History,
+    Outcome,
+    api_base_url,
+)
+from flows.gates.cold_boots.rules import (
+    NAME,
+    BootObservation,
+    boot_row,
+    cold_boots_verdict,
+    rank_figures,
+)
+from flows.gates.cold_boots.summary import ColdBootsSummary
+from flows.gates.determinism.summary import DeterminismSummary, PromptHashes
+from flows.gates.files import GateFiles
+from flows.gates.harness import run_gate
 from flows.gates.outputs import Output, hashes, matches_reference, output_from_completion
 from flows.gates.prompts import Prompt, named_prompts
-from flows.gates.running import running_release, write_json
+from flows.gates.running import running_release
 from flows.gates.traffic import complete, open_client, stream
-from flows.gates.verdicts import BootObservation, boot_row, cold_boots_verdict, rank_figures
 from flows.spec.launch import render_all
 from flows.spec.release import ColdBootsGate
 
-GATE = "cold_boots"
 TOP_LOGPROBS = 5
 Hashes = Mapping[str, Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class ColdBootsRunner:
+    """The cold-boots gate as the registry lists it."""
+
+    name: str = NAME
+    title: str = "cold boots"
+    settings_model: type[ColdBootsGate] = ColdBootsGate
+    summary_model: type[ColdBootsSummary] = ColdBootsSummary
+    boot_failure: str = "boot failed"
+
+    def inputs(
+        self, context: GateContext, earlier: Mapping[str, GateResult], history: History
+    ) -> Hashes | None:
+        """The determinism gate's hashes of this run, when it ran (else the first boot's own)."""
+        del context, history
+        determinism = earlier.get("determinism")
+        summary = determinism.summary_as(DeterminismSummary) if determinism else None
+        return summary.hash_table() if summary is not None else None
+
+    def run(
+        self, context: GateContext, settings: ColdBootsGate, inputs: Hashes | None, files: GateFiles
+    ) -> GateVerdict:
+        """Boot once per mode; each must be ready, compile nothing after preparation, match.
+
+        `inputs`: per prompt id {"tokens", "logprobs"} hashes (the determinism summary's
+        `hashes` or its hashes.json); extra keys are ignored.
+        """
+        clock = time.monotonic()
+        reference = inputs
+        greedy = context.release.gates.determinism
+        spot = named_prompts(greedy.prompts[: settings.spot_check], greedy.max_tokens)
+        plans = render_all(context.cluster, context.release, {"python": "python"})
+        evidence: list[str] = []
+        seen: list[BootObservation] = []
+        for mode in settings.modes:
+            if time.monotonic() - clock > settings.timeout_s:
+                seen.append(
+                    BootObservation(mode=mode, error=f"not run: timeout_s {settings.timeout_s:g}")
+                )
+                continue
+            targets = cache_targets(plans, mode, rank=settings.rank)
+            context.say(f"cold boots: {mode} ({len(targets)} cache folders emptied)")
+            observed, raw, folder = _one_boot(
+                context, settings, mode, targets, spot=spot, reference=reference
+            )
+            if reference is None and observed.error is None and raw.get("spot"):
+                reference = hashes(Output.model_validate(o) for o in raw["spot"][: len(spot)])
+                observed = _judge_spot(observed, raw, reference)
+            seen.append(observed)
+            context.advance("boots", len(seen), len(settings.modes))
+            for name, text in raw.pop("logs", {}).items():
+                files.write_text(f"boots/{mode}/{name}.log", text)
+            files.write_json(f"boots/{mode}.json", raw)
+            if folder is not None:
+                evidence.append(str(folder))
+            context.say(f"cold boots: {mode}: {boot_row(observed).what_happened}")
+        passed, reason = cold_boots_verdict(seen)
+        summary = ColdBootsSummary(
+            boots=[boot_row(observation) for observation in seen],
+            reference={
+                p.id: PromptHashes.model_validate(
+                    {k: reference[p.id][k] for k in ("tokens", "logprobs")}
+                )
+                for p in spot
+                if reference is not None and p.id in reference
+            },
+        )
+        files.write_json("summary.json", summary.model_dump(mode="json"))
+        return GateVerdict(
+            outcome=Outcome.PASSED if passed else Outcome.FAILED,
+            reason=reason,
+            summary=summary,
+            evidence=evidence,
+        )
+
+
+COLD_BOOTS = ColdBootsRunner()
 
 
 def run_cold_boots(
@@ -49,56 +144,8 @@ def run_cold_boots(
     *,
     reference: Hashes | None = None,
 ) -> GateResult:
-    """Boot once per mode; each must be ready, compile nothing after preparation, match.
-
-    `reference`: per prompt id {"tokens", "logprobs"} hashes (the determinism summary's
-    `hashes` or its hashes.json); extra keys are ignored.
-    """
-    started_at = datetime.now(UTC)
-    clock = time.monotonic()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    greedy = context.release.gates.determinism
-    spot = named_prompts(greedy.prompts[: settings.spot_check], greedy.max_tokens)
-    plans = render_all(context.cluster, context.release, {"python": "python"})
-    files: list[str] = []
-    evidence: list[str] = []
-    seen: list[BootObservation] = []
-    for mode in settings.modes:
-        if time.monotonic() - clock > settings.timeout_s:
-            seen.append(
-                BootObservation(mode=mode, error=f"not run: timeout_s {settings.timeout_s:g}")
-            )
-            continue
-        targets = cache_targets(plans, mode, rank=settings.rank)
-        context.say(f"cold boots: {mode} ({len(targets)} cache folders emptied)")
-        observed, raw, folder = _one_boot(
-            context, settings, mode, targets, spot=spot, reference=reference
-        )
-        if reference is None and observed.error is None and raw.get("spot"):
-            reference = hashes(Output.model_validate(o) for o in raw["spot"][: len(spot)])
-            observed = _judge_spot(observed, raw, reference)
-        seen.append(observed)
-        context.advance("boots", len(seen), len(settings.modes))
-        files.extend(_write_logs(out_dir, mode, raw.pop("logs", {})))
-        files.append(write_json(out_dir, f"boots/{mode}.json", raw))
-        if folder is not None:
-            evidence.append(str(folder))
-        context.say(f"cold boots: {mode}: {boot_row(observed)['what_happened']}")
-    passed, reason = cold_boots_verdict(seen)
-    summary: dict[str, Any] = {
-        "boots": [boot_row(observation) for observation in seen],
-        "reference": {
-            p.id: {k: reference[p.id][k] for k in ("tokens", "logprobs")}
-            for p in spot
-            if reference is not None and p.id in reference
-        },
-    }
-    files.append(write_json(out_dir, "summary.json", summary))
-    return GateResult(
-        gate=GATE, outcome=Outcome.PASSED if passed else Outcome.FAILED, reason=reason,
-        started_at=started_at, seconds=time.monotonic() - clock, summary=summary,
-        files=files, evidence=evidence,
-    )  # fmt: skip
+    """The gate through the harness, on its own (tests and scripts)."""
+    return run_gate(COLD_BOOTS, context, settings, reference, out_dir)
 
 
 def _one_boot(
@@ -221,14 +268,3 @@ def _compile_name(event: LogEvent) -> str:
     figures = event.figures
     name = "/".join(str(figures[k]) for k in ("family", "key") if k in figures)
     return f"rank {event.rank} {name or event.line[:80]}"
-
-
-def _write_logs(out_dir: Path, mode: str, logs: Mapping[str, str]) -> list[str]:
-    written = []
-    for name, text in logs.items():
-        relative = f"boots/{mode}/{name}.log"
-        path = out_dir / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(relative)
-    return written

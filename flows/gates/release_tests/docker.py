@@ -5,7 +5,7 @@ at `/opt/engine` in the bundled Dockerfile), so the candidate files are listed t
 host. A one-shot container of the image, with the cluster stopped, copies that tree into a
 fresh workspace on the node, lays the release's changed files over it and runs pytest; the
 workspace is bind-mounted, so the JUnit XML is read through the node's transport exactly as for
-the process runtime. Selection, classification, outcomes and verdict stay in `release_tests`.
+the process runtime. Selection, classification, outcomes and verdict stay in `rules`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from flows.cluster.runtime.docker import DockerRanks
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, SparkgateError
 from flows.gates.base import GateContext
-from flows.gates.release_tests import _put_all, pytest_argv
+from flows.gates.release_tests.nodefiles import put_all
+from flows.gates.release_tests.rules import pytest_argv
 
 IMAGE_TREE = "/opt/engine"
 LIST_TIMEOUT_S = 120.0
@@ -84,7 +85,7 @@ class ImageTests:
         """pytest in a one-shot container; exit status, output and the JUnit XML's node path."""
         self.transport.run(["mkdir", "-p", "--", workspace], timeout=60, check=True)
         if changed:
-            _put_all(self.transport, PurePosixPath(workspace) / "overlay", changed)
+            put_all(self.transport, PurePosixPath(workspace) / "overlay", changed)
         self.ranks.hand_over(self.node, [workspace])
         self.say(f"{self.node}: pytest on {len(gate)} gate files in the release image")
         argv = container_argv(self.python, workspace, gate)
@@ -93,3 +94,13 @@ class ImageTests:
         except SparkgateError as error:  # a timeout: the container is gone, keep the JUnit XML
             rc, output = 124, f"pytest did not finish within {timeout:g}s: {error}"
         return rc, output, f"{workspace}/tree/junit.xml"
+
+
+def image_tests_for(context: GateContext, node: str) -> ImageTests | None:
+    """The release image's tests on `node` when the cluster runs docker (None: process runtime).
+
+    The one runtime-kind branch of the gate, kept here until the runtime runs release tests.
+    """
+    if context.cluster.runtime.kind == "docker":
+        return ImageTests.for_release(context, node)
+    return None

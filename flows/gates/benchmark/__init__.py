@@ -1,0 +1,1 @@
+"""The benchmark gate: the arm session and its decision (rules), summary, arms (runner)."""

@@ -1,0 +1,152 @@
+"""The benchmark gate's rules: the arm session, the order the statistics read, the reason (pure).
+
+The session loop (`run_session`) takes a function that measures one arm, so the arm-adding logic
+is tested on synthetic arms and `verify` rebuilds the summary from the raw arms of a record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from flows.bench.compare import Comparison, SessionDecision, session_decision
+from flows.bench.report import ArmReport
+from flows.gates.benchmark.summary import PointRow
+
+NAME = "benchmark"
+Role = Literal["candidate", "previous"]
+MeasureArm = Callable[[int, Role], ArmReport]
+Compare = Callable[[list[ArmReport], list[ArmReport]], Comparison]
+
+
+@dataclass(frozen=True)
+class Session:
+    """A finished session: arms in the order run, the last comparison and the decision."""
+
+    roles: list[Role]
+    reports: list[ArmReport]
+    comparison: Comparison
+    decision: SessionDecision
+    stopped_early: bool = False
+
+    def of(self, role: Role) -> list[ArmReport]:
+        """This role's arms, in session order."""
+        return [r for r, kind in zip(self.reports, self.roles, strict=True) if kind == role]
+
+
+def order_problem(roles: Sequence[Role]) -> str | None:
+    """The comparison reads arms as C1, P1, C2, P2, ...: any other order is refused by name."""
+    expected = ["candidate" if i % 2 == 0 else "previous" for i in range(len(roles))]
+    if list(roles) != expected:
+        return (
+            f"arms {', '.join(roles)}: arms must alternate starting with the candidate "
+            f"({', '.join(expected)}), the order the statistics assume"
+        )
+    return None
+
+
+def run_session(
+    first: Sequence[Role],
+    max_arms: int,
+    measure: MeasureArm,
+    compare: Compare,
+    *,
+    may_add: Callable[[], bool] = lambda: True,
+    on_compare: Callable[[Comparison, SessionDecision, int], None] = lambda _c, _d, _n: None,
+) -> Session:
+    """Run the first arms, then decide; while undecided add the next interleaved arm.
+
+    `measure(index, role)` measures arm `index` (from 1); `may_add()` False (e.g. past the gate's
+    time limit) stops adding, which leaves an undecided session failed as inconclusive.
+    """
+    roles: list[Role] = []
+    reports: list[ArmReport] = []
+    for planned in first:
+        reports.append(measure(len(roles) + 1, planned))
+        roles.append(planned)
+    while True:
+        new = [r for r, kind in zip(reports, roles, strict=True) if kind == "candidate"]
+        old = [r for r, kind in zip(reports, roles, strict=True) if kind == "previous"]
+        comparison = compare(new, old)
+        decision = session_decision(comparison, len(roles), max_arms)
+        on_compare(comparison, decision, len(roles))
+        if decision not in (SessionDecision.ADD_PREVIOUS, SessionDecision.ADD_CANDIDATE):
+            return Session(roles, reports, comparison, decision)
+        if not may_add():
+            return Session(roles, reports, comparison, SessionDecision.FAIL_INCONCLUSIVE, True)
+        role: Role = "previous" if decision is SessionDecision.ADD_PREVIOUS else "candidate"
+        reports.append(measure(len(roles) + 1, role))
+        roles.append(role)
+
+
+def _role_mean(reports: Sequence[ArmReport], point: str, metric: str) -> float | None:
+    """Mean over this role's arms of each arm's mean (the level the table shows)."""
+    means = [
+        float(np.mean(values))
+        for report in reports
+        if point in report.points and (values := report.points[point].values(metric))
+    ]
+    return float(np.mean(means)) if means else None
+
+
+def points_summary(session: Session) -> list[PointRow]:
+    """One row per point and gated metric, as the record renders it."""
+    candidates, previous = session.of("candidate"), session.of("previous")
+    return [
+        PointRow(
+            point=row.point,
+            unit=row.metric,
+            higher_is_better=row.higher_is_better,
+            previous=_role_mean(previous, row.point, row.metric),
+            candidate=_role_mean(candidates, row.point, row.metric),
+            change=row.arms.change_pct if row.arms else None,
+            low=row.arms.low_pct if row.arms else None,
+            high=row.arms.high_pct if row.arms else None,
+            verdict=row.verdict.value,
+        )
+        for row in session.comparison.points
+    ]
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "no interval"
+    return f"[{low:+.1f}, {high:+.1f}]%"
+
+
+def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
+    """The one line a person reads first, naming the points that decided."""
+    comparison, arms = session.comparison, len(session.roles)
+    if session.decision is SessionDecision.PASS:
+        faster = sum(p.verdict.value == "faster" for p in comparison.points)
+        return (
+            f"no point slower than {tolerance_pct:g}% over {arms} arms "
+            f"({faster} faster, {len(comparison.points) - faster} level)"
+        )
+    if session.decision is SessionDecision.FAIL_LOST:
+        lost = [
+            *comparison.missing,
+            *(f"{k} ({v} failed)" for k, v in comparison.failed_requests.items()),
+        ]
+        return f"the candidate lost measurements: {', '.join(lost)}"
+    if session.decision is SessionDecision.FAIL_SLOWER:
+        slower = [
+            f"{p.point} {p.metric} {p.arms.change_pct:+.1f}% "
+            + _interval(p.arms.low_pct, p.arms.high_pct)
+            if p.arms
+            else f"{p.point} {p.metric}"
+            for p in comparison.regressions
+        ]
+        return f"slower beyond {tolerance_pct:g}%: {'; '.join(slower)}"
+    undecided = ", ".join(f"{p.point} {p.metric}" for p in comparison.inconclusive[:6])
+    limit = "the gate's time limit" if session.stopped_early else f"max_arms {max_arms}"
+    return f"inconclusive after {arms} arms ({limit}): {undecided}"
+
+
+def arm_folder(out_dir: Path, index: int, role: Role) -> Path:
+    """Where one arm's raw receipts go."""
+    return out_dir / "arms" / f"{index}-{role}"

@@ -1,0 +1,217 @@
+"""The benchmark gate's I/O: interleaved arms against the previous release, then the decision.
+
+One arm is one fresh boot of one release with the release's suite run on it, because boot-to-boot
+noise is only visible across boots. Arms run in session order (default candidate, previous,
+candidate, so linear drift cancels), each arm's raw receipts are written under
+`arms/<i>-<role>/` the moment it ends, and the arm-level statistics of `flows.bench.compare`
+decide every point: faster or level passes, slower beyond the tolerance fails, inconclusive adds
+the next interleaved arm (previous, candidate, ...) up to `max_arms` and then fails as
+inconclusive. A noisy session can delay a release, never wave a slower one through. The session
+logic itself is pure and lives in `rules`; this module supplies boots and the workload runner.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from flows.bench.compare import Comparison, SessionDecision, compare_arms
+from flows.bench.ledger import Ledger, write_ledger
+from flows.bench.present import plot_changes, recipe_text
+from flows.bench.report import ArmReport, read_arm, write_arm
+from flows.bench.runner import run_arm, suite_digest
+from flows.cluster.boot.session import load_session, start_release, stop_session
+from flows.engine_api.endpoint import DEFAULT_METRICS, Endpoint
+from flows.errors import BenchError, BootError, SparkgateError
+from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
+from flows.gates.benchmark.rules import (
+    NAME,
+    Role,
+    arm_folder,
+    order_problem,
+    points_summary,
+    reason_for,
+    run_session,
+)
+from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.gates.files import GateFiles
+from flows.gates.harness import failed, run_gate
+from flows.settings import project_root
+from flows.spec.load import load_model
+from flows.spec.release import BenchmarkGate, Release
+from flows.spec.suite import Suite
+
+_REPO = Path(__file__).resolve().parents[3]
+
+
+def suite_file(name: str) -> Path:
+    """A suite by file (`.yaml`) or by name in config/suites of the project (or this checkout)."""
+    given = Path(name)
+    if given.suffix in (".yaml", ".yml"):
+        return given
+    for root in (project_root(), _REPO):
+        candidate = root / "config" / "suites" / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return project_root() / "config" / "suites" / f"{name}.yaml"
+
+
+def _endpoint(context: GateContext) -> Endpoint:
+    """The head's API with the metric names of the cluster's engine profile."""
+    metrics = context.cluster.engine.metrics
+    wanted = metrics.model_dump(exclude={"path"})
+    names = {k: wanted[k] for k in DEFAULT_METRICS if isinstance(wanted.get(k), str)}
+    return Endpoint(api_base_url(context.cluster), metric_names=names, metrics_path=metrics.path)
+
+
+def _stop_running(context: GateContext) -> None:
+    """Every arm is a fresh boot: stop whatever this project left running on the cluster."""
+    running = load_session(context.state, context.cluster.name)
+    if running is not None:
+        context.say(f"stopping {running.release} on {context.cluster.name} before the arm")
+        stop_session(context.cluster, running, context.transports, context.state)
+
+
+def finished_arm(folder: Path, release: str, role: Role, suite: Suite) -> ArmReport | None:
+    """The arm an interrupted run of this record already measured, when it measured this one.
+
+    The record is reopened only for the same candidate build, so a finished arm of the same
+    release, role and suite is the measurement this run would repeat: keeping it loses nothing
+    and saves a boot and a suite. An arm that stopped early, or of another suite, is measured
+    again.
+    """
+    try:
+        report = read_arm(folder)
+    except BenchError:
+        return None
+    same = (
+        report.identity.get("release") == release
+        and report.identity.get("role") == role
+        and report.identity.get("suite_sha256") == suite_digest(suite)
+    )
+    return report if same and report.aborted is None and report.finished_utc else None
+
+
+def measure_arm(
+    context: GateContext, suite: Suite, out_dir: Path, index: int, role: Role
+) -> ArmReport:
+    """Boot the arm's release fresh, run the suite on it, stop it, write arm.json at once."""
+    release: Release | None = context.release if role == "candidate" else context.previous
+    if release is None:
+        raise BenchError("a previous arm needs a previous release")
+    say = context.say
+    finished = finished_arm(arm_folder(out_dir, index, role), release.name, role, suite)
+    if finished is not None:
+        say(f"arm {index} ({role}, {release.name}): measured by the interrupted run, kept")
+        return finished
+    _stop_running(context)
+    say(f"arm {index} ({role}, {release.name}): booting")
+    started = start_release(
+        context.cluster, release, context.transports, context.state, progress=say
+    )
+    try:
+        say(f"arm {index} ({role}, {release.name}): ready in {started.wall_s:.1f}s, measuring")
+        report = run_arm(
+            _endpoint(context), suite, label=f"{index}-{role}", say=say,
+            on_sample=lambda done, total: context.advance(f"arm {index} samples", done, total),
+        )  # fmt: skip
+    finally:
+        stop_session(context.cluster, started.session, context.transports, context.state)
+    report = report.model_copy(
+        update={
+            "identity": {
+                **report.identity,
+                "release": release.name,
+                "role": role,
+                "build": started.session.build,
+                "boot_wall_s": round(started.wall_s, 3),
+            }
+        }
+    )
+    write_arm(report, arm_folder(out_dir, index, role))
+    return report
+
+
+@dataclass(frozen=True)
+class BenchmarkRunner:
+    """The benchmark gate as the registry lists it."""
+
+    name: str = NAME
+    title: str = "benchmark"
+    settings_model: type[BenchmarkGate] = BenchmarkGate
+    summary_model: type[BenchmarkSummary] = BenchmarkSummary
+    boot_failure: str = "an arm failed to boot"
+
+    def inputs(
+        self, context: GateContext, earlier: Mapping[str, GateResult], history: History
+    ) -> Ledger | None:
+        """The A/A ledger of earlier records of this cluster shape and suite."""
+        del earlier
+        return history.ledger(context, context.release.gates.benchmark)
+
+    def run(
+        self, context: GateContext, settings: BenchmarkGate, inputs: Ledger | None, files: GateFiles
+    ) -> GateVerdict:
+        """Arms candidate/previous in session order, then the non-inferiority decision per point."""
+        began = time.monotonic()
+        out_dir = files.root
+        if context.previous is None:
+            return GateVerdict(
+                outcome=Outcome.SKIPPED, reason="no previous release to compare with"
+            )
+        if (problem := order_problem(settings.arms)) is not None:
+            return failed(problem)
+        suite = load_model(suite_file(settings.suite), Suite)
+        tolerance_pct = settings.tolerance * 100
+
+        def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
+            return compare_arms(new, old, ledger=inputs, tolerance_pct=tolerance_pct)
+
+        def on_compare(comparison: Comparison, decision: SessionDecision, arms: int) -> None:
+            files.write_text("compare.json", comparison.model_dump_json(indent=1) + "\n")
+            files.write_text("bench.txt", recipe_text(comparison) + "\n")
+            context.say(f"after {arms} arms: {decision.value}")
+
+        try:
+            session = run_session(
+                settings.arms, settings.max_arms,
+                lambda index, role: measure_arm(context, suite, out_dir, index, role),
+                compare,
+                may_add=lambda: time.monotonic() - began < settings.timeout_s,
+                on_compare=on_compare,
+            )  # fmt: skip
+        except BootError:
+            raise  # the harness reports it with its evidence
+        except SparkgateError as error:
+            return failed(f"the benchmark could not be completed: {error}")
+        if session.comparison.points:
+            plot_changes(session.comparison, out_dir / "changes.png")
+        candidates = session.of("candidate")
+        if len(candidates) >= 2:  # C1 and C2 are an A/A pair: the ledger can grow from this run
+            write_ledger(
+                Ledger().with_session(candidates[0], candidates[1]), out_dir / "aa-gaps.json"
+            )
+        passed = session.decision is SessionDecision.PASS
+        return GateVerdict(
+            outcome=Outcome.PASSED if passed else Outcome.FAILED,
+            reason=reason_for(session, tolerance_pct, settings.max_arms),
+            summary=BenchmarkSummary(
+                arms=list(session.roles),
+                tolerance=settings.tolerance,
+                decision=session.decision.value,
+                ledger_gaps=session.comparison.ledger_gaps,
+                points=points_summary(session),
+            ),
+        )
+
+
+BENCHMARK = BenchmarkRunner()
+
+
+def run_benchmark(
+    context: GateContext, settings: BenchmarkGate, out_dir: Path, *, ledger: Ledger | None = None
+) -> GateResult:
+    """The gate through the harness, on its own (tests and scripts)."""
+    return run_gate(BENCHMARK, context, settings, ledger, out_dir)

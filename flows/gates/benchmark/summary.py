@@ -1,0 +1,51 @@
+"""The benchmark gate's summary (and the calibration run's, which measures arms the same way)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class PointRow(BaseModel):
+    """One point and gated metric: both roles' levels, the change, its interval, the verdict."""
+
+    model_config = _FROZEN
+
+    point: str
+    unit: str = ""
+    higher_is_better: bool = True
+    previous: float | None = None
+    candidate: float | None = None
+    change: float | None = None
+    low: float | None = None
+    high: float | None = None
+    verdict: str = "inconclusive"
+
+
+class BenchmarkSummary(BaseModel):
+    """What the record renders of the benchmark gate (and `verify` compares again)."""
+
+    model_config = _FROZEN
+
+    gate: Literal["benchmark"] = "benchmark"
+    arms: list[Literal["candidate", "previous"]] = []
+    tolerance: float = 0.03
+    decision: str | None = None
+    ledger_gaps: int = 0
+    points: list[PointRow] = []
+
+
+class CalibrationSummary(BaseModel):
+    """What a calibration run keeps: its A/A gaps and the boot noise they imply."""
+
+    model_config = _FROZEN
+
+    gate: Literal["calibration"] = "calibration"
+    arms: int
+    suite: str
+    shape: str
+    gaps: int
+    boot_noise_pct: dict[str, float] = {}

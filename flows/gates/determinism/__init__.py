@@ -1,0 +1,1 @@
+"""The determinism gate: pure judgement (rules), typed summary, boots and traffic (runner)."""

@@ -1,0 +1,1 @@
+"""Helpers the tests share (summary builders made from the gates' typed models, ...)."""

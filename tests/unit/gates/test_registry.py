@@ -1,0 +1,29 @@
+"""The registry is the one ordered list of gates, and every entry has the plug-in shape."""
+
+from __future__ import annotations
+
+import typing
+
+from flows.gates.registry import GATES, REGISTRY
+from flows.gates.summaries import GATE_NAMES, GateSummary
+from flows.pipeline.stages import GATES as STAGE_GATES
+from flows.pipeline.stages import STAGES
+from flows.record.index import GATES as RECORD_GATES
+from flows.spec.release import Gates
+
+
+def test_every_list_of_gates_is_the_registry_order() -> None:
+    assert GATES == ("release_tests", "determinism", "cold_boots", "benchmark")
+    assert STAGE_GATES == GATES
+    assert GATE_NAMES == GATES
+    assert RECORD_GATES == GATES
+    assert [stage for stage in STAGES if stage in GATES] == list(GATES)
+
+
+def test_each_gate_names_its_settings_and_a_summary_of_the_union() -> None:
+    union = typing.get_args(typing.get_args(GateSummary)[0])
+    for gate in REGISTRY:
+        assert Gates.model_fields[gate.name].annotation is gate.settings_model
+        assert gate.summary_model in union
+        assert gate.summary_model.model_fields["gate"].default == gate.name
+        assert gate.title
