@@ -105,7 +105,7 @@ def start(
         with ClusterLock(pool.head, lock_settings(spec)):
             started = start_release(
                 spec, chosen, transports, state_dir(), empty=targets,
-                on_event=_print_event, progress=lambda line: err_console.print(escape(line)),
+                on_event=_print_event, say=lambda line: err_console.print(escape(line)),
             )  # fmt: skip
     session = started.session
     if as_json:
@@ -143,8 +143,9 @@ def stop(cluster: ClusterOption = "local") -> None:
 @cluster_app.command("status")
 def status(cluster: ClusterOption = "local", as_json: JsonOption = False) -> None:
     """Each rank of the running session: state, last phase, pid or container, uptime."""
-    from flows.cluster.boot.session import load_session, runtime_for  # noqa: PLC0415
+    from flows.cluster.boot.session import load_session  # noqa: PLC0415
     from flows.cluster.boot.timeline import LogReader  # noqa: PLC0415
+    from flows.cluster.runtime.factory import runtime_for  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 
@@ -193,7 +194,8 @@ def logs(
     tail: Annotated[int, typer.Option("--tail", help="Last N lines per rank (0: all).")] = 0,
 ) -> None:
     """Print the logs of the running session's ranks."""
-    from flows.cluster.boot.session import load_session, runtime_for  # noqa: PLC0415
+    from flows.cluster.boot.session import load_session  # noqa: PLC0415
+    from flows.cluster.runtime.factory import runtime_for  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 

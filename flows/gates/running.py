@@ -25,7 +25,7 @@ def running_release(
         context.transports,
         context.state,
         empty=empty,
-        progress=context.say,
+        say=context.say,
     )
     try:
         yield started

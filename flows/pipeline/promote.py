@@ -404,7 +404,7 @@ def _start_and_verify(
 ) -> tuple[str | None, list[str]]:
     say(f"starting {entry.release} on {cluster.name}")
     try:
-        started = start_release(cluster, release, transports, state, progress=say)
+        started = start_release(cluster, release, transports, state, say=say)
     except BootError as error:
         return f"boot failed: {error}", [str(error.evidence)] if error.evidence else []
     except SparkgateError as error:

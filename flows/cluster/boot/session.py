@@ -32,7 +32,7 @@ from flows.spec.release import Release
 
 __all__ = [
     "ClusterSession", "Prepared", "Started", "ensure_models", "forget_session", "load_session",
-    "prepare_plans", "runtime_for", "save_session", "session_file", "start_release",
+    "prepare_plans", "save_session", "session_file", "start_release",
     "stop_session",
 ]  # fmt: skip
 MODEL_TIMEOUT_S = 600.0
@@ -136,13 +136,8 @@ def start_release(
     empty: Sequence[CacheTarget] = (),
     on_event: EventSink | None = None,
     say: LineSink = silent,
-    progress: LineSink | None = None,
 ) -> Started:
-    """Build, install, prepare models, empty caches, boot; remember the running session.
-
-    `progress` is the sink's former name, kept until every caller says `say`.
-    """
-    say = progress or say
+    """Build, install, prepare models, empty caches, boot; remember the running session."""
     runtime = runtime_for(cluster, transports, state, release=release)
     prepared = prepare_plans(runtime, cluster, release, say)
     plans = prepared.plans

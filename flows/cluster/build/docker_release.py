@@ -1,21 +1,18 @@
 """The release image of a docker cluster boot: built once, on every node, the same image ID.
 
 The docker runtime builds with `build_for` and installs with `distribute_for` where the process
-runtime builds a wheel and installs a virtual environment; `release_image_for` does both. The
-tag is content-addressed (`<name>:<source12>-<release>`) and never moved, so a second boot of the
-same release reuses the image on every node; a node that ends up with another image ID stops
-the boot.
+runtime builds a wheel and installs a virtual environment. The tag is content-addressed
+(`<name>:<source12>-<release>`) and never moved, so a second boot of the same release reuses the
+image on every node; a node that ends up with another image ID stops the boot.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from flows.cluster.build.distribute import NodeImage, distribute_image
 from flows.cluster.build.release_image import (
     ImageBuild,
-    ReleaseImage,
     build_on,
     docker_endpoints,
 )
@@ -85,19 +82,3 @@ def distribute_for(
     verb = "reused" if build.built.reused else "built"
     say(f"image {build.built.tag} {verb}, same ID on {len(nodes)} nodes")
     return nodes
-
-
-def release_image_for(
-    cluster: Cluster, release: Release, state: Path, say: LineSink | None = None
-) -> ReleaseImage:
-    """Build (or reuse) the release's image on the head's daemon, load it everywhere, verify."""
-    build = build_for(cluster, release, state, say or silent)
-    started = time.monotonic()
-    nodes = distribute_for(cluster, release, build, say or silent)
-    return ReleaseImage(
-        built=build.built,
-        base_image=build.base_image,
-        lock_digest=build.lock_digest,
-        nodes=tuple(nodes),
-        seconds={**build.seconds, "distribute": time.monotonic() - started},
-    )

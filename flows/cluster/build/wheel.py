@@ -103,13 +103,8 @@ def install(
     *,
     base_python: str = "python3",
     say: LineSink = silent,
-    progress: LineSink | None = None,
 ) -> NodeEnv:
-    """Install the build on one node (or reuse it when its marker carries the digest).
-
-    `progress` is the sink's former name, kept until every caller says `say`.
-    """
-    say = progress or say
+    """Install the build on one node (or reuse it when its marker carries the digest)."""
     root = PurePosixPath(workdir) / "envs" / build.short
     python = str(root / "bin" / "python")
     marker = str(root / MARKER)
@@ -154,15 +149,12 @@ def install_everywhere(
     *,
     base_python: str = "python3",
     say: LineSink = silent,
-    progress: LineSink | None = None,
 ) -> dict[str, NodeEnv]:
-    """Install on every node in parallel, then verify they match (`progress`: see `install`)."""
+    """Install on every node in parallel, then verify they match."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     def one(node: str) -> NodeEnv:
-        return install(
-            build, transports[node], workdirs[node], base_python=base_python, say=progress or say
-        )
+        return install(build, transports[node], workdirs[node], base_python=base_python, say=say)
 
     with ThreadPoolExecutor(max_workers=max(1, len(workdirs))) as pool:
         envs = dict(zip(workdirs, pool.map(one, workdirs), strict=True))

@@ -108,9 +108,7 @@ def measure_arm(
         return finished
     _stop_running(context)
     say(f"arm {index} ({role}, {release.name}): booting")
-    started = start_release(
-        context.cluster, release, context.transports, context.state, progress=say
-    )
+    started = start_release(context.cluster, release, context.transports, context.state, say=say)
     try:
         say(f"arm {index} ({role}, {release.name}): ready in {started.wall_s:.1f}s, measuring")
         report = run_arm(

@@ -24,8 +24,9 @@ from typing import Any
 import aiohttp
 
 from flows.cluster.boot.caches import CacheTarget, cache_targets
-from flows.cluster.boot.session import Started, runtime_for
+from flows.cluster.boot.session import Started
 from flows.cluster.boot.timeline import COMPILE, LogEvent, LogReader
+from flows.cluster.runtime.factory import runtime_for
 from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import (

@@ -201,14 +201,3 @@ def summary(
         unclassified=list(selection.unclassified),
         changed=list(selection.changed),
     )
-
-
-def pytest_argv(python: str, workspace: str, gate_files: Sequence[str]) -> list[str]:
-    """pytest on the gate files with JUnit XML (xunit1 keeps each test's file); a file that
-    fails to import is reported as an error while the other files still run."""
-    return [
-        python, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", "-q",
-        "--continue-on-collection-errors", f"--junitxml={workspace}/junit.xml",
-        "-o", "junit_family=xunit1",
-        "--rootdir", workspace, *gate_files,
-    ]  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from docker.errors import DockerException, NotFound
 
-from flows.cluster.boot.session import ClusterSession, load_session, runtime_for, save_session
+from flows.cluster.boot.session import ClusterSession, load_session, save_session
 from flows.cluster.boot.timeline import BootTimeline
 from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.release_image import ImageBuild
@@ -30,6 +30,7 @@ from flows.cluster.runtime.docker import (
     run_arg_options,
 )
 from flows.cluster.runtime.docker_tests import container_argv, image_tree
+from flows.cluster.runtime.factory import runtime_for
 from flows.errors import ClusterError
 from flows.lines import silent
 from flows.spec.cluster import Cluster

@@ -9,12 +9,12 @@ from typing import cast
 
 import pytest
 
+from flows.cluster.runtime.pytest_host import pytest_argv
 from flows.cluster.transport.base import Transport
 from flows.gates.base import GateContext, Outcome
 from flows.gates.release_tests.rules import (
     FileOutcome,
     parse_junit,
-    pytest_argv,
     select,
     summary,
     verdict,
