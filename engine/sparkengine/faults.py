@@ -47,7 +47,10 @@ class Faults:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Faults:
         """Parse the switches; a malformed value is an EngineError naming the variable."""
         env = os.environ if env is None else env
-        get = lambda name: env.get(_PREFIX + name, "").strip()  # noqa: E731
+
+        def get(name: str) -> str:
+            return env.get(_PREFIX + name, "").strip()
+
         lazy = get("LAZY_KERNEL") or None
         if lazy is not None and lazy not in FAMILIES:
             raise EngineError(f"{_PREFIX}LAZY_KERNEL={lazy!r}: expected one of {sorted(FAMILIES)}")
