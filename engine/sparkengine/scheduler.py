@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sparkengine import events, tokenizer
+from sparkengine.errors import EngineError
 from sparkengine.forward import StepBatch
 from sparkengine.prefix_cache import BlockPool, block_hashes
 from sparkengine.sampling import SamplingParams, sample, top_logprobs
@@ -84,9 +85,16 @@ class Scheduler:
     """Waiting and running sequences over one block pool."""
 
     def __init__(
-        self, pool: BlockPool, *, max_context: int, step_tokens: int, max_seqs: int
+        self,
+        pool: BlockPool,
+        *,
+        max_context: int,
+        step_tokens: int,
+        max_seqs: int,
+        failing_seed: int | None = None,
     ) -> None:
         self.pool = pool
+        self.failing_seed = failing_seed  # fault switch: requests with this seed fail
         self.max_context = max_context
         self.step_tokens = step_tokens
         self.max_seqs = max_seqs
@@ -160,6 +168,8 @@ class Scheduler:
 
     def _emit(self, seq: Sequence, row: np.ndarray) -> None:
         params = seq.params
+        if self.failing_seed is not None and params.seed == self.failing_seed:
+            raise EngineError(f"fault: sampling failed for seed {params.seed}")
         token = sample(row, params, seq.rng)
         seq.tokens.append(token)
         self.stats.generation_tokens += 1

@@ -184,7 +184,11 @@ def _serve_head(
     config = forward.cfg
     pool = BlockPool(opts.kv_blocks, families.BLOCK_SIZE)
     scheduler = Scheduler(
-        pool, max_context=config.max_context, step_tokens=opts.step_tokens, max_seqs=opts.max_seqs
+        pool,
+        max_context=config.max_context,
+        step_tokens=opts.step_tokens,
+        max_seqs=opts.max_seqs,
+        failing_seed=faults.request_seed,
     )
     engine = HeadEngine(forward, scheduler, group, metrics)
     try:
