@@ -1,18 +1,22 @@
 """OpenAI-compatible HTTP API on rank 0 (aiohttp), plus /tokenize, /health and /metrics.
 
 Handlers turn validated requests into engine sequences and stream tokens back as they come.
-Bad input of any kind answers 400 in OpenAI's error shape; an unexpected failure answers 500
-and the server keeps running.
+Bad input of any kind answers 400 in OpenAI's error shape (413 for a body over the cap); an
+unexpected failure answers 500 (or an error event on a stream) and the server keeps running.
+Decoding, validating and tokenizing a body run in a worker thread, so no request holds the
+event loop, and every route but /health and /metrics needs the API key when one is set.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hmac
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +24,14 @@ from aiohttp import web
 
 from sparkengine import events, tokenizer
 from sparkengine.engine import HeadEngine
-from sparkengine.errors import RequestError
+from sparkengine.errors import RequestError, RequestFailedError
 from sparkengine.metrics import Metrics
-from sparkengine.requests import Parsed, chat_prompt, parse
+from sparkengine.requests import Limits, Parsed, chat_prompt, parse
 from sparkengine.scheduler import Sequence, TokenOut
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+OPEN_PATHS = frozenset({"/health", "/metrics"})  # reachable without the API key
+DEFAULT_MAX_BODY = 2 << 20
 
 
 def error_response(
@@ -81,6 +87,14 @@ class Generation:
         }
 
 
+def _decode(raw: bytes) -> Any:
+    """A request body as JSON, or a RequestError (never a crash, however it is nested)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise RequestError("request body is not valid JSON") from None
+
+
 def completion_logprobs(outs: list[TokenOut], offset: int) -> dict[str, Any]:
     """Legacy completions logprobs object."""
     texts = [tokenizer.token_text(o.token) for o in outs]
@@ -127,6 +141,8 @@ class Api:
         max_context: int,
         vocab: int,
         api_key: str | None,
+        limits: Limits | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
     ) -> None:
         self.engine = engine
         self.metrics = metrics
@@ -135,11 +151,13 @@ class Api:
         self.max_context = max_context
         self.vocab = vocab
         self.api_key = api_key
+        self.limits = limits or Limits()
+        self.max_body = max_body
         self.created = int(time.time())
 
     def app(self) -> web.Application:
         """The aiohttp application."""
-        app = web.Application(middlewares=[self._errors], client_max_size=16 << 20)
+        app = web.Application(middlewares=[self._errors], client_max_size=self.max_body)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_get("/v1/models", self.models)
@@ -150,13 +168,18 @@ class Api:
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        authorized = request.headers.get("Authorization") == f"Bearer {self.api_key}"
-        if self.api_key and request.path.startswith("/v1/") and not authorized:
+        if self.api_key and request.path not in OPEN_PATHS and not self._authorized(request):
             return error_response(401, "invalid or missing API key", code="invalid_api_key")
         try:
             return await handler(request)
         except RequestError as exc:
             return error_response(400, str(exc), exc.param, exc.code)
+        except web.HTTPRequestEntityTooLarge:
+            return error_response(
+                413, f"request body exceeds {self.max_body} bytes", code="body_too_large"
+            )
+        except RequestFailedError as exc:
+            return error_response(500, str(exc))
         except web.HTTPException:
             raise
         except (ConnectionResetError, asyncio.CancelledError):
@@ -164,6 +187,10 @@ class Api:
         except Exception as exc:  # noqa: BLE001 - the server never dies on a request
             events.emit("request_error", error=type(exc).__name__, message=str(exc))
             return error_response(500, f"internal error: {type(exc).__name__}")
+
+    def _authorized(self, request: web.Request) -> bool:
+        given = request.headers.get("Authorization", "").encode()
+        return hmac.compare_digest(given, f"Bearer {self.api_key}".encode())
 
     async def health(self, _request: web.Request) -> web.Response:
         """200 once ready (the server only listens once ready)."""
@@ -185,14 +212,18 @@ class Api:
         return web.json_response({"object": "list", "data": [model]})
 
     async def _body(self, request: web.Request) -> Any:
-        try:
-            return await request.json()
-        except (ValueError, UnicodeDecodeError):
-            raise RequestError("request body is not valid JSON") from None
+        raw = await request.read()  # at most max_body bytes, else 413
+        return await asyncio.to_thread(_decode, raw)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """Token ids of a prompt (or of chat messages through the template)."""
-        body = await self._body(request)
+        raw = await request.read()
+        text = await asyncio.to_thread(self._tokenize, raw)
+        return web.Response(text=text, content_type="application/json")
+
+    def _tokenize(self, raw: bytes) -> str:
+        """The /tokenize answer as JSON text (in a worker thread: it scales with the body)."""
+        body = _decode(raw)
         if not isinstance(body, dict):
             raise RequestError("request body must be a JSON object")
         if "messages" in body:
@@ -203,7 +234,7 @@ class Api:
             raise RequestError("'prompt' must be a string (or give 'messages')", "prompt")
         if body.get("add_special_tokens") is False and tokens and tokens[0] == tokenizer.BOS:
             tokens = tokens[1:]
-        return web.json_response(
+        return json.dumps(
             {"tokens": tokens, "count": len(tokens), "max_model_len": self.max_context}
         )
 
@@ -216,12 +247,17 @@ class Api:
         return await self._generate(request, chat=True)
 
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
-        parsed = parse(
-            await self._body(request),
-            chat=chat,
-            model_names=self.names,
-            vocab=self.vocab,
-            max_context=self.max_context,
+        body = await self._body(request)
+        parsed = await asyncio.to_thread(
+            functools.partial(
+                parse,
+                body,
+                chat=chat,
+                model_names=self.names,
+                vocab=self.vocab,
+                max_context=self.max_context,
+                limits=self.limits,
+            )
         )
         scheduler = self.engine.scheduler
         need = scheduler.blocks_needed(len(parsed.prompt), parsed.params.max_tokens)
@@ -239,19 +275,21 @@ class Api:
                 pass
         return web.json_response(self._final(rid, gen, chat))
 
-    async def _tokens(self, rid: str, gen: Generation) -> AsyncIterator[None]:
+    async def _tokens(self, rid: str, gen: Generation) -> AsyncGenerator[None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[TokenOut] = asyncio.Queue()
-        seq = Sequence(
-            rid,
-            gen.parsed.prompt,
-            gen.parsed.params,
-            lambda out: loop.call_soon_threadsafe(queue.put_nowait, out),
-        )
+
+        def sink(out: TokenOut) -> None:  # called on the engine thread
+            loop.call_soon_threadsafe(queue.put_nowait, out)
+
+        seq = Sequence(rid, gen.parsed.prompt, gen.parsed.params, sink)
         self.engine.submit(seq)
         try:
             while gen.finish_reason is None:
-                gen.add(await queue.get())
+                out = await queue.get()
+                if out.error is not None:
+                    raise RequestFailedError(out.error)
+                gen.add(out)
                 yield
         finally:
             if not gen.outs or gen.outs[-1].finish_reason is None:
@@ -301,10 +339,17 @@ class Api:
                 first["prompt_token_ids"] = gen.parsed.prompt
             await send([first])
         done = 0
-        async with contextlib.aclosing(self._tokens(rid, gen)) as tokens:
-            async for _ in tokens:
-                outs, done = gen.outs[done:], len(gen.outs)
-                await send([self._delta(gen, outs, chat, first_chunk=done == len(outs))])
+        try:
+            async with contextlib.aclosing(self._tokens(rid, gen)) as tokens:
+                async for _ in tokens:
+                    outs, done = gen.outs[done:], len(gen.outs)
+                    await send([self._delta(gen, outs, chat, first_chunk=done == len(outs))])
+        except RequestFailedError as exc:  # headers are sent: the error goes in the stream
+            error = {"message": str(exc), "type": "internal_server_error", "code": 500}
+            await response.write(f"data: {json.dumps({'error': error})}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+            return response
         if gen.parsed.include_usage:
             await send([], gen.usage())
         await response.write(b"data: [DONE]\n\n")

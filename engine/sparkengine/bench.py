@@ -67,7 +67,7 @@ def _boot(model: Path, caches: Path, nnodes: int, variant: str) -> LocalCluster:
 
 
 def _prepare_seconds(cluster: LocalCluster) -> float:
-    return max(cluster.named(r, "prepared")[0]["seconds"] for r in range(cluster.nnodes))
+    return float(max(cluster.named(r, "prepared")[0]["seconds"] for r in range(cluster.nnodes)))
 
 
 def run(nnodes: int, decode_tokens: int, workdir: Path) -> dict[str, Any]:

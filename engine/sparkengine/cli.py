@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kv-blocks", type=int, default=4096)
     serve.add_argument("--step-tokens", type=int, default=512)
     serve.add_argument("--max-seqs", type=int, default=64)
+    serve.add_argument(
+        "--max-body-bytes", type=int, default=2 << 20, help="larger request bodies get 413"
+    )
+    serve.add_argument("--max-stop", type=int, default=16, help="stop strings per request")
+    serve.add_argument("--max-stop-chars", type=int, default=256, help="length of a stop string")
     return parser
 
 
@@ -69,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
 
         make_model(args.out, seed=args.seed, size=args.size, max_context=args.max_context)
         return 0
+    from sparkengine.requests import Limits  # noqa: PLC0415
     from sparkengine.serve import ServeOptions, serve  # noqa: PLC0415
+    from sparkengine.startup import BOOT_TOKEN_ENV  # noqa: PLC0415
 
     caches = {"kernels": DEFAULT_CACHE_ROOT / "kernels", "jit": DEFAULT_CACHE_ROOT / "jit"}
     caches.update(dict(args.cache))
@@ -93,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
             kv_blocks=args.kv_blocks,
             step_tokens=args.step_tokens,
             max_seqs=args.max_seqs,
+            max_body_bytes=args.max_body_bytes,
+            limits=Limits(max_stop=args.max_stop, max_stop_chars=args.max_stop_chars),
+            boot_token=os.environ.get(BOOT_TOKEN_ENV) or None,
         )
     )
 

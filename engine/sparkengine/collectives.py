@@ -3,7 +3,8 @@ order 0..N-1 and sends the sum back, so the result is bit-identical whatever ord
 
 Frames are `type (u8) | seq (u32) | length (u64) | payload`. A receive that hears nothing from
 its peer for the collective timeout raises CollectiveTimeoutError naming peer, sequence number
-and phase; a closed connection raises PeerFailureError.
+and phase; a closed connection raises PeerFailureError, and so does a frame longer than the
+link's `max_frame` (small until the rendezvous authenticated the peer), before it is read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from sparkengine.errors import CollectiveTimeoutError, EngineError, PeerFailureError
 
 _HEADER = struct.Struct("!BIQ")
+MAX_FRAME = 256 << 20  # a step's partial sums are a few MiB at most
 
 
 class Msg(enum.IntEnum):
@@ -37,15 +39,17 @@ class Msg(enum.IntEnum):
     STOP = 9
     CONTROL = 10
     REJECT = 11
+    CHALLENGE = 12
 
 
 class Link:
     """One framed TCP connection to one peer rank."""
 
-    def __init__(self, sock: socket.socket, peer: int) -> None:
+    def __init__(self, sock: socket.socket, peer: int, max_frame: int = MAX_FRAME) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         self.peer = peer
+        self.max_frame = max_frame
         self._send_lock = threading.Lock()
 
     def send(self, kind: Msg, seq: int = 0, payload: bytes | memoryview = b"") -> None:
@@ -61,6 +65,10 @@ class Link:
         """Receive one frame; TimeoutError if nothing arrives for `timeout` seconds."""
         self.sock.settimeout(timeout)
         kind, seq, length = _HEADER.unpack(self._exact(_HEADER.size))
+        if length > self.max_frame:
+            raise PeerFailureError(
+                self.peer, f"frame of {length} bytes exceeds the limit of {self.max_frame}"
+            )
         return Msg(kind), seq, self._exact(length)
 
     def _exact(self, n: int) -> bytes:
@@ -119,7 +127,7 @@ class Group:
             return part
         seq = self.seq
         if self.rank != 0:
-            self._send(0, Msg.PARTIAL, seq, memoryview(part).cast("B"))
+            self._send(0, Msg.PARTIAL, seq, part.data.cast("B"))
             got_seq, payload = self.expect(0, Msg.SUM)
             self._check_seq(0, got_seq, seq)
             total = np.frombuffer(payload, dtype=np.float32).reshape(part.shape).copy()
@@ -129,7 +137,7 @@ class Group:
                 got_seq, payload = self.expect(peer, Msg.PARTIAL)
                 self._check_seq(peer, got_seq, seq)
                 total += np.frombuffer(payload, dtype=np.float32).reshape(part.shape)
-            data = memoryview(total).cast("B")
+            data = total.data.cast("B")
             for peer in range(1, self.nnodes):
                 self._send(peer, Msg.SUM, seq, data)
         self.seq += 1

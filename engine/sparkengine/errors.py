@@ -52,3 +52,11 @@ class RequestError(EngineError):
         super().__init__(message)
         self.param = param
         self.code = code
+
+
+class RequestFailedError(EngineError):
+    """One request failed inside the engine; only that request ends (500 or a stream error)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(f"the request failed inside the engine ({error})")
+        self.error = error

@@ -6,6 +6,8 @@ SPARKENGINE_FAULT_LAZY_KERNEL=<family>     family skipped by preparation, compil
 SPARKENGINE_FAULT_CRASH=<rank>@<phase>     that rank exits non-zero on entering the phase
 SPARKENGINE_FAULT_STALL=<rank>@<phase>     that rank stops advancing on entering the phase
 SPARKENGINE_FAULT_PREPARE_DELAY=<rank>:<s> that rank's preparation takes s seconds longer
+SPARKENGINE_FAULT_REQUEST_SEED=<seed>      a request with this seed fails while sampling
+                                           (only that request: the engine serves on)
 Phases: load, prepare, rendezvous, warmup, serve.
 """
 
@@ -42,12 +44,16 @@ class Faults:
     crash: tuple[int, str] | None = None
     stall: tuple[int, str] | None = None
     prepare_delay: tuple[int, float] | None = None
+    request_seed: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Faults:
         """Parse the switches; a malformed value is an EngineError naming the variable."""
         env = os.environ if env is None else env
-        get = lambda name: env.get(_PREFIX + name, "").strip()  # noqa: E731
+
+        def get(name: str) -> str:
+            return env.get(_PREFIX + name, "").strip()
+
         lazy = get("LAZY_KERNEL") or None
         if lazy is not None and lazy not in FAMILIES:
             raise EngineError(f"{_PREFIX}LAZY_KERNEL={lazy!r}: expected one of {sorted(FAMILIES)}")
@@ -58,6 +64,9 @@ class Faults:
                 delay = (int(rank), float(seconds))
             except ValueError:
                 raise EngineError(f"{_PREFIX}PREPARE_DELAY={raw!r}: expected <rank>:<s>") from None
+        seed = get("REQUEST_SEED")
+        if seed and not seed.isdigit():
+            raise EngineError(f"{_PREFIX}REQUEST_SEED={seed!r}: expected a seed (an integer)")
         try:
             slowdown = float(get("SLOWDOWN") or 0.0)
         except ValueError:
@@ -69,6 +78,7 @@ class Faults:
             crash=_rank_at("CRASH", get("CRASH")) if get("CRASH") else None,
             stall=_rank_at("STALL", get("STALL")) if get("STALL") else None,
             prepare_delay=delay,
+            request_seed=int(seed) if seed else None,
         )
 
     def enter(self, rank: int, phase: str) -> None:

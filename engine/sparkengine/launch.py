@@ -37,30 +37,40 @@ class LocalCluster:
         args: list[str] | None = None,
         rank_env: dict[int, dict[str, str]] | None = None,
         rank_args: dict[int, list[str]] | None = None,
+        ranks: list[int] | None = None,
     ) -> None:
+        """Start `ranks` (all by default); `start_rank` starts any other later."""
         self.nnodes = nnodes
         self.port = free_port()
         self.head_port = free_port()
         self.events: dict[int, list[dict[str, Any]]] = {r: [] for r in range(nnodes)}
         self.procs: dict[int, subprocess.Popen[str]] = {}
         self._lock = threading.Lock()
-        for rank in range(nnodes):
-            argv = [
-                sys.executable, "-m", "sparkengine", "serve",
-                "--rank", str(rank), "--nnodes", str(nnodes),
-                "--head", f"127.0.0.1:{self.head_port}", "--port", str(self.port),
-                "--model", str(model),
-                "--cache", f"kernels={cache_root / str(rank) / 'kernels'}",
-                "--cache", f"jit={cache_root / str(rank) / 'jit'}",
-                *(args or []),
-                *(rank_args or {}).get(rank, []),
-            ]  # fmt: skip
-            full_env = {**os.environ, **(env or {}), **(rank_env or {}).get(rank, {})}
-            proc = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
-            )
-            self.procs[rank] = proc
-            threading.Thread(target=self._read, args=(rank, proc), daemon=True).start()
+        self._model, self._cache_root = model, cache_root
+        self._env, self._args = env or {}, args or []
+        self._rank_env, self._rank_args = rank_env or {}, rank_args or {}
+        for rank in range(nnodes) if ranks is None else ranks:
+            self.start_rank(rank)
+
+    def start_rank(self, rank: int) -> None:
+        """Start one rank's process."""
+        cache_root = self._cache_root
+        argv = [
+            sys.executable, "-m", "sparkengine", "serve",
+            "--rank", str(rank), "--nnodes", str(self.nnodes),
+            "--head", f"127.0.0.1:{self.head_port}", "--port", str(self.port),
+            "--model", str(self._model),
+            "--cache", f"kernels={cache_root / str(rank) / 'kernels'}",
+            "--cache", f"jit={cache_root / str(rank) / 'jit'}",
+            *self._args,
+            *self._rank_args.get(rank, []),
+        ]  # fmt: skip
+        full_env = {**os.environ, **self._env, **self._rank_env.get(rank, {})}
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
+        )
+        self.procs[rank] = proc
+        threading.Thread(target=self._read, args=(rank, proc), daemon=True).start()
 
     @property
     def url(self) -> str:

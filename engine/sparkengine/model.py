@@ -35,7 +35,10 @@ def _init_weights(config: ModelConfig) -> dict[str, np.ndarray]:
     d, f, v = config.d_model, config.ffn, config.vocab
 
     def mat(rows: int, cols: int, gain: float = 1.0) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * gain / np.sqrt(rows)).astype(np.float32)
+        out: np.ndarray = (rng.standard_normal((rows, cols)) * gain / np.sqrt(rows)).astype(
+            np.float32
+        )
+        return out
 
     def norm() -> np.ndarray:
         return (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)

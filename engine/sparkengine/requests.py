@@ -1,20 +1,32 @@
 """Parsing and validating OpenAI-style request bodies into engine inputs.
 
 Pure functions: every invalid field becomes a RequestError naming the parameter, which the
-HTTP layer turns into a 400 in OpenAI's error shape. Nothing here can crash the server.
+HTTP layer turns into a 400 in OpenAI's error shape. Nothing here can crash the server, and
+nothing here is unbounded: stop lists are capped in number and length, and a text prompt longer
+than the context is refused before it is tokenized.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from sparkengine import tokenizer
 from sparkengine.errors import RequestError
-from sparkengine.sampling import SamplingParams
+from sparkengine.sampling import MIN_TEMPERATURE, SamplingParams
 
 MAX_TOP_LOGPROBS = 20
 DEFAULT_COMPLETION_TOKENS = 16
+MAX_TEMPERATURE = 2.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps on what one request may ask, so no request can hold the server for long."""
+
+    max_stop: int = 16
+    max_stop_chars: int = 256
 
 
 @dataclass(frozen=True)
@@ -54,20 +66,32 @@ def _token_list(value: list[Any], vocab: int) -> list[int]:
     return list(value)
 
 
-def completion_prompt(body: dict[str, Any], vocab: int) -> list[int]:
-    """`prompt` as text, token ids, or a one-element list of either."""
+def _too_long(count: int, max_context: int | None) -> None:
+    if max_context is not None and count >= max_context:
+        raise RequestError(f"prompt has {count} tokens; the context is {max_context}", "prompt")
+
+
+def completion_prompt(
+    body: dict[str, Any], vocab: int, max_context: int | None = None
+) -> list[int]:
+    """`prompt` as text, token ids, or a one-element list of either.
+
+    With `max_context`, a prompt that cannot fit is refused before any tokenizing.
+    """
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
     if isinstance(prompt, str):
+        _too_long(1 + len(prompt), max_context)  # one token per character, plus BOS
         return tokenizer.encode(prompt)
     if isinstance(prompt, list) and prompt:
+        _too_long(len(prompt), max_context)
         return _token_list(prompt, vocab)
     raise RequestError("'prompt' must be a string or a non-empty list of token ids", "prompt")
 
 
-def chat_prompt(body: dict[str, Any]) -> list[int]:
-    """`messages` through the chat template."""
+def chat_prompt(body: dict[str, Any], max_context: int | None = None) -> list[int]:
+    """`messages` through the chat template (refused before templating when it cannot fit)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty list", "messages")
@@ -84,18 +108,49 @@ def chat_prompt(body: dict[str, Any]) -> list[int]:
         if not isinstance(content, str):
             raise RequestError(f"messages[{i}].content must be a string", "messages")
         pairs.append((message["role"], content))
+    _too_long(sum(len(role) + len(text) for role, text in pairs), max_context)
     return tokenizer.apply_chat_template(pairs)
 
 
-def _stop(body: dict[str, Any]) -> tuple[str, ...]:
+def _stop(body: dict[str, Any], limits: Limits) -> tuple[str, ...]:
     stop = body.get("stop")
     if stop is None:
         return ()
     if isinstance(stop, str):
         stop = [stop]
-    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
+    if not isinstance(stop, list):
         raise RequestError("'stop' must be a non-empty string or a list of them", "stop")
+    if len(stop) > limits.max_stop:
+        raise RequestError(
+            f"'stop' has {len(stop)} strings; at most {limits.max_stop} are allowed", "stop"
+        )
+    if not all(isinstance(s, str) and s for s in stop):
+        raise RequestError("'stop' must be a non-empty string or a list of them", "stop")
+    longest = max(len(s) for s in stop) if stop else 0
+    if longest > limits.max_stop_chars:
+        raise RequestError(
+            f"a stop string has {longest} characters; at most {limits.max_stop_chars} are allowed",
+            "stop",
+        )
     return tuple(stop)
+
+
+def _number(body: dict[str, Any], name: str, default: float, low: float, high: float) -> float:
+    """A finite number in [low, high] (JSON's NaN and Infinity, and huge integers, are refused)."""
+    raw = _opt(body, name, "number", default)
+    try:
+        value = float(raw)
+    except OverflowError:
+        value = math.inf
+    if not (math.isfinite(value) and low <= value <= high):
+        raise RequestError(f"'{name}' must be a finite number between {low:g} and {high:g}", name)
+    return value
+
+
+def _temperature(body: dict[str, Any]) -> float:
+    """0 is greedy; a positive temperature below MIN_TEMPERATURE samples at MIN_TEMPERATURE."""
+    value = _number(body, "temperature", 1.0, 0.0, MAX_TEMPERATURE)
+    return value if value == 0.0 else max(value, MIN_TEMPERATURE)
 
 
 def _logprobs(body: dict[str, Any], chat: bool) -> int | None:
@@ -112,7 +167,13 @@ def _logprobs(body: dict[str, Any], chat: bool) -> int | None:
 
 
 def parse(
-    body: Any, *, chat: bool, model_names: tuple[str, ...], vocab: int, max_context: int
+    body: Any,
+    *,
+    chat: bool,
+    model_names: tuple[str, ...],
+    vocab: int,
+    max_context: int,
+    limits: Limits | None = None,
 ) -> Parsed:
     """Validate a /v1/completions or /v1/chat/completions body."""
     if not isinstance(body, dict):
@@ -127,11 +188,10 @@ def parse(
         raise RequestError("only n=1 is supported", "n")
     if _opt(body, "echo", "bool", False):
         raise RequestError("echo is not supported", "echo")
-    prompt = chat_prompt(body) if chat else completion_prompt(body, vocab)
-    if len(prompt) >= max_context:
-        raise RequestError(
-            f"prompt has {len(prompt)} tokens; the context is {max_context}", "prompt"
-        )
+    limits = limits or Limits()
+    stop = _stop(body, limits)
+    prompt = chat_prompt(body, max_context) if chat else completion_prompt(body, vocab, max_context)
+    _too_long(len(prompt), max_context)
     name = "max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens"
     default = max_context - len(prompt) if chat else DEFAULT_COMPLETION_TOKENS
     max_tokens = _opt(body, name, "int", default)
@@ -143,11 +203,9 @@ def parse(
             f"of {max_context} tokens",
             name,
         )
-    temperature = float(_opt(body, "temperature", "number", 1.0))
-    top_p = float(_opt(body, "top_p", "number", 1.0))
-    if not 0.0 <= temperature <= 2.0:
-        raise RequestError("'temperature' must be between 0 and 2", "temperature")
-    if not 0.0 < top_p <= 1.0:
+    temperature = _temperature(body)
+    top_p = _number(body, "top_p", 1.0, 0.0, 1.0)
+    if top_p == 0.0:
         raise RequestError("'top_p' must be in (0, 1]", "top_p")
     seed = _opt(body, "seed", "int", None)
     if seed is not None and seed < 0:
@@ -164,7 +222,7 @@ def parse(
     return Parsed(
         prompt=prompt,
         params=params,
-        stop=_stop(body),
+        stop=stop,
         stream=_opt(body, "stream", "bool", False),
         include_usage=bool(stream_options.get("include_usage", False)),
         return_token_ids=_opt(body, "return_token_ids", "bool", False),

@@ -2,7 +2,10 @@
 
 Temperature 0 is greedy (the first maximum). Otherwise temperature and top-p reshape the
 distribution and the request's own seeded generator draws, so a seeded request samples the
-same tokens whatever else is running.
+same tokens whatever else is running. The requests layer clamps tiny temperatures to
+MIN_TEMPERATURE (as vLLM does); the sampler itself still falls back to greedy whenever the
+reshaped distribution is not a finite, positive one, so no parameter can yield NaN
+probabilities.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+MIN_TEMPERATURE = 0.01  # below this (and above 0) a request samples at this temperature
 
 
 @dataclass(frozen=True)
@@ -26,18 +31,23 @@ class SamplingParams:
 
 def sample(row: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
     """Pick a token id from one row of log-probabilities."""
-    if params.temperature <= 0.0:
-        return int(np.argmax(row))
-    scaled = row.astype(np.float64) / params.temperature
-    probs = np.exp(scaled - scaled.max())
-    probs /= probs.sum()
-    if params.top_p < 1.0:
-        order = np.argsort(-probs, kind="stable")
-        cumulative = np.cumsum(probs[order])
-        keep = order[: int(np.searchsorted(cumulative, params.top_p)) + 1]
-        mask = np.zeros_like(probs)
-        mask[keep] = probs[keep]
-        probs = mask / mask.sum()
+    greedy = int(np.argmax(row))
+    if not params.temperature > 0.0:  # 0, or NaN should one ever get here
+        return greedy
+    with np.errstate(all="ignore"):
+        scaled = row.astype(np.float64) / params.temperature
+        probs = np.exp(scaled - scaled.max())
+        total = probs.sum()
+        if not (np.isfinite(total) and total > 0.0) or not np.isfinite(probs).all():
+            return greedy
+        probs /= total
+        if params.top_p < 1.0:
+            order = np.argsort(-probs, kind="stable")
+            cumulative = np.cumsum(probs[order])
+            keep = order[: int(np.searchsorted(cumulative, params.top_p)) + 1]
+            mask = np.zeros_like(probs)
+            mask[keep] = probs[keep]
+            probs = mask / mask.sum()
     return int(rng.choice(len(probs), p=probs))
 
 

@@ -9,6 +9,7 @@ except the inbox lock that lets the HTTP side submit and abort.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections import deque
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sparkengine import tokenizer
+from sparkengine import events, tokenizer
+from sparkengine.errors import EngineError
 from sparkengine.forward import StepBatch
 from sparkengine.prefix_cache import BlockPool, block_hashes
 from sparkengine.sampling import SamplingParams, sample, top_logprobs
@@ -32,6 +34,7 @@ class TokenOut:
     top: list[tuple[int, float]] | None
     finish_reason: str | None
     cached_tokens: int
+    error: str | None = None  # this request failed inside the engine; nothing follows
 
 
 @dataclass(eq=False)
@@ -82,9 +85,16 @@ class Scheduler:
     """Waiting and running sequences over one block pool."""
 
     def __init__(
-        self, pool: BlockPool, *, max_context: int, step_tokens: int, max_seqs: int
+        self,
+        pool: BlockPool,
+        *,
+        max_context: int,
+        step_tokens: int,
+        max_seqs: int,
+        failing_seed: int | None = None,
     ) -> None:
         self.pool = pool
+        self.failing_seed = failing_seed  # fault switch: requests with this seed fail
         self.max_context = max_context
         self.step_tokens = step_tokens
         self.max_seqs = max_seqs
@@ -140,11 +150,26 @@ class Scheduler:
             seq.computed += item.count
             self._register_full_blocks(seq)
             if item.samples and logprobs is not None:
-                self._emit(seq, logprobs[row])
+                try:
+                    self._emit(seq, logprobs[row])
+                except Exception as exc:  # noqa: BLE001 - one request's failure is its own
+                    self._fail(seq, exc)
                 row += 1
+
+    def _fail(self, seq: Sequence, exc: Exception) -> None:
+        """End one request with an error; the engine and every other request go on."""
+        events.emit(
+            "request_error", request=seq.request_id, error=type(exc).__name__, message=str(exc)
+        )
+        if seq in self.running:
+            self._finish(seq)
+        with contextlib.suppress(Exception):  # a sink that fails again has nobody to tell
+            seq.sink(TokenOut(0, 0.0, None, "error", seq.cached_tokens, type(exc).__name__))
 
     def _emit(self, seq: Sequence, row: np.ndarray) -> None:
         params = seq.params
+        if self.failing_seed is not None and params.seed == self.failing_seed:
+            raise EngineError(f"fault: sampling failed for seed {params.seed}")
         token = sample(row, params, seq.rng)
         seq.tokens.append(token)
         self.stats.generation_tokens += 1

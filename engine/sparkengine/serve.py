@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
@@ -30,6 +30,7 @@ from sparkengine.kernels.registry import Registry
 from sparkengine.metrics import Metrics
 from sparkengine.model import CONFIG, load_shard, manifest_digest
 from sparkengine.prefix_cache import BlockPool
+from sparkengine.requests import Limits
 from sparkengine.scheduler import Scheduler
 from sparkengine.startup import HeadListener, Progress, WorkerLink
 
@@ -55,6 +56,9 @@ class ServeOptions:
     kv_blocks: int = 4096
     step_tokens: int = 512
     max_seqs: int = 64
+    max_body_bytes: int = 2 << 20
+    limits: Limits = field(default_factory=Limits)
+    boot_token: str | None = None  # shared by every rank of one boot; None: no authentication
 
 
 def serve(opts: ServeOptions) -> int:
@@ -70,11 +74,23 @@ def serve(opts: ServeOptions) -> int:
         listener = worker = None
         if opts.rank == 0:
             listener = HeadListener(
-                opts.head_host, opts.head_port, opts.nnodes, progress, model_digest=digest
+                opts.head_host,
+                opts.head_port,
+                opts.nnodes,
+                progress,
+                model_digest=digest,
+                token=opts.boot_token,
             )
         else:
             hello = {"rank": opts.rank, "nnodes": opts.nnodes, "model_digest": digest}
-            worker = WorkerLink(opts.head_host, opts.head_port, hello, progress, opts.join_timeout)
+            worker = WorkerLink(
+                opts.head_host,
+                opts.head_port,
+                hello,
+                progress,
+                opts.join_timeout,
+                token=opts.boot_token,
+            )
         metrics = Metrics()
         forward = _load_and_prepare(opts, faults, progress, metrics)
         progress.set("rendezvous")
@@ -168,7 +184,11 @@ def _serve_head(
     config = forward.cfg
     pool = BlockPool(opts.kv_blocks, families.BLOCK_SIZE)
     scheduler = Scheduler(
-        pool, max_context=config.max_context, step_tokens=opts.step_tokens, max_seqs=opts.max_seqs
+        pool,
+        max_context=config.max_context,
+        step_tokens=opts.step_tokens,
+        max_seqs=opts.max_seqs,
+        failing_seed=faults.request_seed,
     )
     engine = HeadEngine(forward, scheduler, group, metrics)
     try:
@@ -185,6 +205,8 @@ def _serve_head(
         max_context=config.max_context,
         vocab=config.vocab,
         api_key=opts.api_key,
+        limits=opts.limits,
+        max_body=opts.max_body_bytes,
     )
     engine.start()
     try:
@@ -195,7 +217,10 @@ def _serve_head(
 
 
 async def _run_http(api: Api, opts: ServeOptions, engine: HeadEngine, started: float) -> None:
-    runner = web.AppRunner(api.app(), access_log=None, handle_signals=False)
+    # handler_cancellation: a client that leaves cancels its handler, which aborts its sequence
+    runner = web.AppRunner(
+        api.app(), access_log=None, handle_signals=False, handler_cancellation=True
+    )
     await runner.setup()
     site = web.TCPSite(runner, opts.host, opts.port)
     await site.start()

@@ -4,24 +4,47 @@ Workers connect to rank 0 first thing and both sides publish heartbeats while th
 prepare. The rendezvous waits as long as every missing rank is alive and advancing; it fails at
 once, naming the rank, when a connection drops, and after `stall_timeout` without progress when
 a rank stops advancing. A rank already waiting in the rendezvous is not expected to advance.
+
+With a boot token (one secret shared by every rank of a boot, from SPARKENGINE_BOOT_TOKEN),
+rank 0 sends each connection a fresh nonce and accepts only a HELLO that carries the HMAC of
+that nonce and the HELLO under the token. Anything else is refused quietly (an event, no blame,
+no reply), so a stranger on the port can neither stop the boot nor learn about the model.
+Before that check a frame may carry at most HELLO_MAX_BYTES.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
+import secrets
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 
 from sparkengine import events
-from sparkengine.collectives import Group, Link, Msg, connect
+from sparkengine.collectives import MAX_FRAME, Group, Link, Msg, connect
 from sparkengine.errors import CollectiveTimeoutError, EngineError, PeerFailureError
 
 HEARTBEAT_S = 0.25
 WAITING_EVENT_S = 1.0
 READY_PHASE = "rendezvous"
+BOOT_TOKEN_ENV = "SPARKENGINE_BOOT_TOKEN"  # noqa: S105 - the variable's name, not a secret
+HELLO_MAX_BYTES = 64 << 10  # HELLO, heartbeats and control frames before the rendezvous
+HELLO_TIMEOUT_S = 10.0
+
+
+def hello_mac(token: str, nonce: bytes, hello: dict[str, object]) -> str:
+    """HMAC-SHA256 of the challenge nonce and the HELLO (without its mac) under the token."""
+    body = json.dumps({k: v for k, v in hello.items() if k != "mac"}, sort_keys=True)
+    return hmac.new(token.encode(), nonce + body.encode(), hashlib.sha256).hexdigest()
+
+
+def _authentic(token: str, nonce: bytes, hello: dict[str, object]) -> bool:
+    mac = hello.get("mac")
+    return isinstance(mac, str) and hmac.compare_digest(mac, hello_mac(token, nonce, hello))
 
 
 @dataclass
@@ -105,10 +128,18 @@ class HeadListener:
     """Rank 0's side: accept workers, track their heartbeats, run the rendezvous."""
 
     def __init__(
-        self, host: str, port: int, nnodes: int, progress: Progress, model_digest: str
+        self,
+        host: str,
+        port: int,
+        nnodes: int,
+        progress: Progress,
+        *,
+        model_digest: str,
+        token: str | None = None,
     ) -> None:
         self.nnodes = nnodes
         self.model_digest = model_digest
+        self.token = token
         self.peers = {r: PeerState() for r in range(1, nnodes)}
         self.heartbeats = Heartbeats(progress)
         self._lock = threading.Lock()
@@ -126,14 +157,11 @@ class HeadListener:
             threading.Thread(target=self._serve_peer, args=(sock,), daemon=True).start()
 
     def _serve_peer(self, sock: socket.socket) -> None:
-        link = Link(sock, -1)
+        link = Link(sock, -1, max_frame=HELLO_MAX_BYTES)
         try:
-            kind, _, payload = link.recv(10.0)
-            hello = json.loads(payload)
-            rank = int(hello["rank"])
-            if kind != Msg.HELLO or rank not in self.peers or self.peers[rank].link is not None:
-                raise EngineError(f"unexpected hello {hello}")
-        except (OSError, ValueError, KeyError, EngineError, PeerFailureError):
+            rank, hello = self._hello(link)
+        except Exception as exc:  # noqa: BLE001 - whatever a stranger sends, the head goes on
+            events.emit("rendezvous_refused", reason=f"{type(exc).__name__}: {exc}"[:200])
             link.close()
             return
         link.peer = rank
@@ -142,7 +170,8 @@ class HeadListener:
         if mismatch:
             with self._lock:
                 state.failure = mismatch
-            link.send_json(Msg.REJECT, {"reason": mismatch})
+            with contextlib.suppress(OSError):  # the reply names what differs, not our values
+                link.send_json(Msg.REJECT, {"reason": mismatch.split(":")[0]})
             link.close()
             return
         with self._lock:
@@ -150,6 +179,24 @@ class HeadListener:
             state.update({"phase": "connected", "done": 0})
         self.heartbeats.add(link)
         self._read_beats(state, link)
+
+    def _hello(self, link: Link) -> tuple[int, dict[str, object]]:
+        """The rank a connection speaks for, once its HELLO is well formed (and authentic)."""
+        nonce = secrets.token_bytes(32)
+        if self.token:
+            link.send(Msg.CHALLENGE, 0, nonce)
+        kind, _, payload = link.recv(HELLO_TIMEOUT_S)
+        hello = json.loads(payload)
+        if kind != Msg.HELLO or not isinstance(hello, dict):
+            raise EngineError("the first frame is not a HELLO object")
+        if self.token and not _authentic(self.token, nonce, hello):
+            raise EngineError("HELLO without a valid boot-token proof")
+        rank = hello.get("rank")
+        if not isinstance(rank, int) or rank not in self.peers:
+            raise EngineError("HELLO names no worker rank of this boot")
+        if self.peers[rank].link is not None:
+            raise EngineError(f"rank {rank} is already connected")
+        return rank, hello
 
     def _read_beats(self, state: PeerState, link: Link) -> None:
         try:
@@ -188,6 +235,7 @@ class HeadListener:
                 state.link.send(Msg.GO)
             except OSError as exc:
                 raise PeerFailureError(rank, f"died at the rendezvous ({exc})") from None
+            state.link.max_frame = MAX_FRAME
             links[rank] = state.link
         deadline = time.monotonic() + ack_timeout
         for rank, state in self.peers.items():
@@ -204,9 +252,9 @@ class HeadListener:
 def _mismatch(hello: dict[str, object], nnodes: int, digest: str) -> str | None:
     """Why a worker cannot join this deployment, if it cannot."""
     if hello.get("nnodes") != nnodes:
-        return f"started with --nnodes {hello.get('nnodes')}, rank 0 with {nnodes}"
+        return f"--nnodes differs: this rank has {hello.get('nnodes')}, rank 0 {nnodes}"
     if hello.get("model_digest") != digest:
-        return f"model digest {hello.get('model_digest')} differs from rank 0's {digest}"
+        return f"model digest differs from rank 0's: {hello.get('model_digest')} vs {digest}"
     return None
 
 
@@ -236,13 +284,27 @@ class WorkerLink:
         hello: dict[str, object],
         progress: Progress,
         join_timeout: float,
+        *,
+        token: str | None = None,
     ) -> None:
         self.rank = int(hello["rank"])  # type: ignore[call-overload]
         self.link = _connect_retrying(host, port, join_timeout)
+        self.link.max_frame = HELLO_MAX_BYTES
+        if token:
+            hello = {**hello, "mac": hello_mac(token, self._challenge(), hello)}
         self.link.send_json(Msg.HELLO, hello)
         self.heartbeats = Heartbeats(progress)
         self.heartbeats.add(self.link)
         self.heartbeats.start()
+
+    def _challenge(self) -> bytes:
+        try:
+            kind, _, nonce = self.link.recv(HELLO_TIMEOUT_S)
+        except (TimeoutError, OSError) as exc:
+            raise PeerFailureError(0, f"sent no boot-token challenge ({exc})") from None
+        if kind != Msg.CHALLENGE:
+            raise PeerFailureError(0, f"sent {kind.name} instead of a boot-token challenge")
+        return nonce
 
     def rendezvous(self, nnodes: int, stall_timeout: float, timeout: float) -> Group:
         """Wait for GO as long as rank 0 is alive and advancing (or itself waiting)."""
@@ -270,6 +332,7 @@ class WorkerLink:
                 events.emit("waiting", missing=[0], phases={"0": head.describe()})
                 last_event = time.monotonic()
         self.heartbeats.stop()
+        self.link.max_frame = MAX_FRAME
         try:
             self.link.send(Msg.ACK)
         except OSError as exc:

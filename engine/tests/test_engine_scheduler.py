@@ -106,3 +106,38 @@ def test_pool_evicts_least_recently_used_cached_block() -> None:
     assert pool.available == 2
     fresh = pool.allocate(1)
     assert fresh == [first[1]]  # released first, evicted first
+
+
+def test_a_request_that_fails_while_sampling_ends_alone() -> None:
+    s = Scheduler(BlockPool(64, 16), max_context=512, step_tokens=64, max_seqs=8)
+    good: list[TokenOut] = []
+
+    def broken_sink(_out: TokenOut) -> None:
+        raise RuntimeError("client queue gone")
+
+    s.submit(_seq("good", 5, max_tokens=3, sink=good))
+    prompt = [tokenizer.BOS, 10, 11]
+    s.submit(Sequence("bad", prompt, SamplingParams(max_tokens=3), broken_sink))
+    for _ in range(10):
+        if not s.has_work():
+            break
+        _run_step(s)
+    assert [o.finish_reason for o in good] == [None, None, "length"]
+    assert all(o.error is None for o in good)
+    assert not s.running
+    assert s.pool.available == 64  # the failed request's blocks came back
+
+
+def test_the_request_seed_fault_fails_only_that_request() -> None:
+    s = Scheduler(BlockPool(64, 16), max_context=512, step_tokens=64, max_seqs=8, failing_seed=7)
+    good: list[TokenOut] = []
+    bad: list[TokenOut] = []
+    s.submit(_seq("good", 5, max_tokens=2, sink=good))
+    params = SamplingParams(max_tokens=2, temperature=0.0, seed=7)
+    s.submit(Sequence("bad", [tokenizer.BOS, 10], params, bad.append))
+    _run_step(s)
+    assert [o.error for o in bad] == ["EngineError"]
+    assert [o.finish_reason for o in bad] == ["error"]
+    _run_step(s)
+    assert [o.finish_reason for o in good] == [None, "length"]
+    assert not s.running

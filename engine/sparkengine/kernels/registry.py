@@ -123,4 +123,4 @@ class Registry:
         kernel.compile(family.signature)
         kernel.disable_compile()
         self._ready[config] = kernel
-        return sum(kernel.stats.cache_hits.values()) > 0
+        return bool(sum(kernel.stats.cache_hits.values()) > 0)
