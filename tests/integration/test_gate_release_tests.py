@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext, Outcome
@@ -18,6 +17,7 @@ from flows.gates.release_tests import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
+from tests.support.overlays import write_yaml
 
 from .conftest import ROOT
 
@@ -48,9 +48,7 @@ def trimmed(base: Path, folder: Path, root: Path | None = None) -> Path:
     overlay: dict[str, object] = {"files": files}
     if root is not None:
         overlay["root"] = str(root)
-    path = folder / "release-tests.yaml"
-    path.write_text(yaml.safe_dump({"extends": str(base), "set": overlay}))
-    return path
+    return write_yaml(folder / "release-tests.yaml", {"extends": str(base), "set": overlay})
 
 
 def _context(
