@@ -74,15 +74,15 @@ class Project(project.Project):
             assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
             return len(self.published("r1")) >= records
 
-        def decided() -> str | None:
+        def decided() -> subprocess.CompletedProcess[str] | None:
             assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
             done = self.run(*args)
             assert done.returncode == 0 or "no paused qualification" in done.stderr, done.stderr
-            return done.stderr if done.returncode == 0 else None
+            return done if done.returncode == 0 else None
 
         wait_until(published, 600, "qualify to publish its record", interval_s=1)
         left = 600 - (time.monotonic() - started)
-        return wait_until(decided, left, "qualify to pause for a decision", interval_s=2)
+        return wait_until(decided, left, "qualify to pause for a decision", interval_s=2).stderr
 
 
 @pytest.fixture(scope="module")
