@@ -7,7 +7,6 @@ that each point has receipts that succeeded and the numbers it is gated on.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.request
@@ -52,8 +51,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--cache", f"kernels={root / str(rank) / 'kernels'}",
             "--cache", f"jit={root / str(rank) / 'jit'}",
         ]  # fmt: skip
-        log = (root / f"rank{rank}.log").open("w")
-        procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=os.environ))
+        with (root / f"rank{rank}.log").open("w") as log:  # the rank keeps its own descriptor
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
     url = f"http://127.0.0.1:{port}"
 
     def logs() -> str:
