@@ -12,7 +12,7 @@ one. COMMANDS maps each command, exactly as shown, to how it is checked:
 
 Every `--flag` a `sparkgate` or `python -m` command shows must be in that command's `--help`,
 every command shown must be mapped, every mapping must still be shown, and every relative link
-between the pages must resolve, anchors included.
+between the pages must resolve, anchors included, and every source path a page names must exist.
 """
 
 from __future__ import annotations
@@ -433,3 +433,18 @@ def test_every_relative_link_resolves() -> None:
                 if anchor not in {_slug(h) for h in headings}:
                     broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, broken
+
+
+WRITTEN = {"config/promoted.yaml"}  # written by `sparkgate promote`, not shipped
+
+
+def test_every_source_path_named_exists() -> None:
+    """Module and file paths the pages name (`flows/...`, `tests/...`, `config/...`) exist."""
+    missing: list[str] = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for path in re.findall(r"`((?:flows|tests|config|releases|engine)/[\w./-]+)`", text):
+            shipped = path not in WRITTEN and not any(ch in path for ch in "<*")
+            if shipped and not (ROOT / path).exists():
+                missing.append(f"{page.name}: {path}")
+    assert not missing, missing
