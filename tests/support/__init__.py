@@ -1,1 +1,1 @@
-"""Helpers the tests share: free ports, waiting with a deadline, spec overlays."""
+"""Helpers the tests share (summary builders made from the gates' typed models, ...)."""
