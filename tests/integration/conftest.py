@@ -8,7 +8,6 @@ caches empty them through the pipeline itself.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,17 +21,11 @@ from flows.spec.cluster import Cluster
 from flows.spec.launch import LaunchPlan, render_all
 from flows.spec.load import load_model
 from flows.spec.release import Release
+from tests.support.net import free_port
 
 from .prefect_server import Server, prefect_server
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A loopback port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -122,16 +123,15 @@ def prefect_server(folder: Path, port: int) -> Iterator[Server]:
     argv = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"]
     process = spawn(argv, started.env, folder / "server.log")
     try:
-        deadline = time.monotonic() + START_S
-        while True:
+
+        def healthy() -> bool:
             assert process.poll() is None, f"the server exited:\n{started.tails()}"
             try:
-                if started.get("/health") is True:
-                    break
+                return started.get("/health") is True
             except (OSError, ValueError):
-                pass
-            assert time.monotonic() < deadline, f"no /api/health in {START_S} s:\n{started.tails()}"
-            time.sleep(1)
+                return False
+
+        wait_until(healthy, START_S, "/api/health", interval_s=1, detail=started.tails)
         yield started
     finally:
         stop(process)

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.support.overlays import cluster_overlay, release_overlay
 
-from .conftest import ROOT, free_port
+from .conftest import ROOT
 
 # A qualification small enough for a test: two short prompts, the long one short too, no
 # release tests, the other gates off unless a test turns them on.
@@ -46,36 +46,12 @@ SHORT_SUITE = {
 }  # fmt: skip
 
 
-def write_yaml(path: Path, document: dict[str, Any]) -> Path:
-    """Write a YAML document, making its folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-def overlay(path: Path, shipped: str, **settings: Any) -> Path:
-    """A spec file at `path` that extends the shipped file `shipped` and sets `settings`."""
-    return write_yaml(path, {"extends": str(ROOT / shipped), "set": settings})
-
-
 class Project:
     """A project root with a private two-node cluster; runs `sparkgate` inside it."""
 
     def __init__(self, root: Path, cluster_name: str) -> None:
         self.root = root
-        self.cluster = write_yaml(root / "cluster.yaml", {
-            "extends": str(ROOT / "config/local.yaml"),
-            "set": {
-                "name": cluster_name,
-                "ports": {"rendezvous": free_port(), "api": free_port()},
-                "nodes": [
-                    {"name": f"{cluster_name}0", "rank": 0, "head": True,
-                     "address": "127.0.0.1", "workdir": str(root / "n0")},
-                    {"name": f"{cluster_name}1", "rank": 1, "address": "127.0.0.1",
-                     "workdir": str(root / "n1")},
-                ],
-            },
-        })  # fmt: skip
+        self.cluster = cluster_overlay(root / "cluster.yaml", cluster_name, root)
         prefect = root / "prefect"
         self.env = {
             **os.environ, "SPARKGATE_ROOT": str(root),
@@ -86,8 +62,8 @@ class Project:
 
     def release(self, name: str, shipped: str, **gates: Any) -> Path:
         """releases/NAME.yaml: the shipped release with the trimmed gates, then `gates`."""
-        return overlay(self.root / "releases" / f"{name}.yaml", shipped,
-                       gates={**TRIMMED_GATES, **gates})  # fmt: skip
+        return release_overlay(self.root / "releases" / f"{name}.yaml", shipped,
+                               gates={**TRIMMED_GATES, **gates})  # fmt: skip
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         """`sparkgate ARGS` in the project, output captured, in its own process group."""

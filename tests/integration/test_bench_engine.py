@@ -7,11 +7,8 @@ that each point has receipts that succeeded and the numbers it is gated on.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,15 +17,12 @@ import pytest
 
 from flows.bench.report import read_arm
 from flows.cli import main
+from tests.support.net import free_port
+from tests.support.overlays import overlay
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _healthy(url: str) -> bool:
@@ -48,7 +42,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         [sys.executable, "-m", "sparkengine", "make-model", "--out", str(model), "--size", "tiny"],
         check=True, capture_output=True,
     )  # fmt: skip
-    port, head = _free_port(), _free_port()
+    port, head = free_port(), free_port()
     procs = []
     for rank in range(2):
         argv = [
@@ -57,16 +51,19 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--cache", f"kernels={root / str(rank) / 'kernels'}",
             "--cache", f"jit={root / str(rank) / 'jit'}",
         ]  # fmt: skip
-        log = (root / f"rank{rank}.log").open("w")
-        procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=os.environ))
+        with (root / f"rank{rank}.log").open("w") as log:  # the rank keeps its own descriptor
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
     url = f"http://127.0.0.1:{port}"
+
+    def logs() -> str:
+        return "\n".join((root / f"rank{r}.log").read_text()[-2000:] for r in range(2))
+
+    def ready() -> bool:
+        assert all(p.poll() is None for p in procs), f"a rank exited:\n{logs()}"
+        return _healthy(url)
+
     try:
-        deadline = time.monotonic() + 180
-        while not _healthy(url):
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                logs = "\n".join((root / f"rank{r}.log").read_text()[-2000:] for r in range(2))
-                pytest.fail(f"engine did not become ready:\n{logs}")
-            time.sleep(0.5)
+        wait_until(ready, 180, "the engine's /health", detail=logs)
         yield url
     finally:
         for proc in procs:
@@ -80,11 +77,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_release_local_writes_receipts_for_every_workload(engine: str, tmp_path: Path) -> None:
-    suite = tmp_path / "trimmed.yaml"
-    suite.write_text(
-        f"extends: {ROOT / 'config/suites/release-local.yaml'}\n"
-        "set:\n  name: release-local-trimmed\n  samples: 1\n  warmup: 0\n"
-    )
+    suite = overlay(tmp_path / "trimmed.yaml", "config/suites/release-local.yaml",
+                    name="release-local-trimmed", samples=1, warmup=0)  # fmt: skip
     out = tmp_path / "arm"
     assert (
         main(["bench", "run", engine, "--suite", str(suite), "--out", str(out), "--label", "r1"])

@@ -21,8 +21,9 @@ from flows.record import read_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
+from tests.support.overlays import overlay, write_yaml
 
-from .project import Project, overlay, write_yaml
+from .project import Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 

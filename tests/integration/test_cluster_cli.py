@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from flows.cli import main
 from flows.cluster.ops.lock import ClusterLock, lock_settings
 from flows.cluster.transport.local import LocalTransport
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
+from tests.support.overlays import cluster_overlay
 
-from .conftest import ROOT, free_port
+from .conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -22,26 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def cluster_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """config/local.yaml overlaid with private workdirs and free ports; state under tmp."""
     monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
-    overlay = {
-        "extends": str(ROOT / "config/local.yaml"),
-        "set": {
-            "name": "clitest",
-            "ports": {"rendezvous": free_port(), "api": free_port()},
-            "nodes": [
-                {
-                    "name": "n0",
-                    "rank": 0,
-                    "head": True,
-                    "address": "127.0.0.1",
-                    "workdir": str(tmp_path / "n0"),
-                },
-                {"name": "n1", "rank": 1, "address": "127.0.0.1", "workdir": str(tmp_path / "n1")},
-            ],
-        },
-    }
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(overlay))
-    return path
+    return cluster_overlay(tmp_path / "cluster.yaml", "clitest", tmp_path, nodes=("n0", "n1"))
 
 
 def test_start_status_logs_stop(cluster_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,8 +18,9 @@ import pytest
 
 from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record
+from tests.support.overlays import write_yaml
 
-from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project, write_yaml
+from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 

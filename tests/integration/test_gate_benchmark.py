@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from flows.bench.report import read_arm
 from flows.bench.runner import GATED_METRICS
@@ -25,6 +24,7 @@ from flows.gates.benchmark.runner import run_benchmark
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
+from tests.support.overlays import write_yaml
 
 from .conftest import ROOT
 
@@ -61,8 +61,7 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     shared = ROOT / ".sparkgate" / "build-cache"
     shared.mkdir(parents=True, exist_ok=True)
     (state / "build-cache").symlink_to(shared, target_is_directory=True)
-    suite = tmp_path / "tiny.yaml"
-    suite.write_text(yaml.safe_dump(TINY))
+    suite = write_yaml(tmp_path / "tiny.yaml", TINY)
     candidate = load_model(ROOT / "releases/r2.yaml", Release)
     previous = load_model(ROOT / "releases/r1.yaml", Release)
     lines: list[str] = []

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext, GateResult, Outcome
@@ -19,6 +18,7 @@ from flows.gates.release_tests.runner import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
+from tests.support.overlays import write_yaml
 
 from .conftest import ROOT
 
@@ -55,9 +55,7 @@ def trimmed(base: Path, folder: Path, root: Path | None = None) -> Path:
     overlay: dict[str, object] = {"files": files}
     if root is not None:
         overlay["root"] = str(root)
-    path = folder / "release-tests.yaml"
-    path.write_text(yaml.safe_dump({"extends": str(base), "set": overlay}))
-    return path
+    return write_yaml(folder / "release-tests.yaml", {"extends": str(base), "set": overlay})
 
 
 def _context(

@@ -31,6 +31,7 @@ from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
+from tests.support.waiting import wait_until
 
 from . import project
 
@@ -67,19 +68,21 @@ class Project(project.Project):
         The qualification pauses right after publishing its record, so the decision is first
         sent once `records` published records of r1 exist (one ephemeral server at a time).
         """
-        deadline = time.monotonic() + 600
-        while len(self.published("r1")) < records:
+        started = time.monotonic()
+
+        def published() -> bool:
             assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
-            assert time.monotonic() < deadline, "qualify never published its record"
-            time.sleep(1)
-        while True:
+            return len(self.published("r1")) >= records
+
+        def decided() -> subprocess.CompletedProcess[str] | None:
             assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
             done = self.run(*args)
-            if done.returncode == 0:
-                return done.stderr
-            assert "no paused qualification" in done.stderr, done.stderr
-            assert time.monotonic() < deadline, "qualify never paused for a decision"
-            time.sleep(2)
+            assert done.returncode == 0 or "no paused qualification" in done.stderr, done.stderr
+            return done if done.returncode == 0 else None
+
+        wait_until(published, 600, "qualify to publish its record", interval_s=1)
+        left = 600 - (time.monotonic() - started)
+        return wait_until(decided, left, "qualify to pause for a decision", interval_s=2).stderr
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,12 @@ from typing import Any
 import pytest
 
 from flows.record import latest_record
+from tests.support.overlays import overlay
+from tests.support.waiting import wait_until
 
 from .conftest import ROOT
 from .prefect_server import Server
-from .project import TRIMMED_GATES, overlay
+from .project import TRIMMED_GATES
 from .test_promote import Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -54,16 +55,15 @@ def project(tmp_path_factory: pytest.TempPathFactory, prefect_api: Server) -> It
 
 def _paused_run(server: Server, waiting: subprocess.Popen[str]) -> dict[str, Any]:
     """The qualification's run once it is paused for a decision."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
+
+    def paused() -> dict[str, Any] | None:
         assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
         status, runs = server.post("/flow_runs/filter", PAUSED)
         assert status == 200, runs
-        if runs:
-            assert len(runs) == 1, runs
-            return dict(runs[0])
-        assert time.monotonic() < deadline, f"never paused:\n{server.tails()}"
-        time.sleep(2)
+        assert len(runs) <= 1, runs
+        return dict(runs[0]) if runs else None
+
+    return wait_until(paused, WAIT_S, "the run to pause", interval_s=2, detail=server.tails)
 
 
 def _finish(waiting: subprocess.Popen[str]) -> str:

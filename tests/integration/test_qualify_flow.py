@@ -19,8 +19,10 @@ import pytest
 
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
+from tests.support.overlays import write_yaml
+from tests.support.waiting import wait_until
 
-from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project, write_yaml
+from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -43,11 +45,11 @@ def _qualify_r2(project: Project) -> subprocess.Popen[str]:
 
 
 def _wait_for(path: Path, process: subprocess.Popen[str], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
+    def written() -> bool:
         assert process.poll() is None, f"qualify ended early:\n{process.communicate()[0]}"
-        assert time.monotonic() < deadline, f"{path} not written in {timeout_s} s"
-        time.sleep(0.5)
+        return path.exists()
+
+    wait_until(written, timeout_s, f"{path} to be written")
 
 
 def test_a_qualification_killed_in_the_benchmark_resumes_there(

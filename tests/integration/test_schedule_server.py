@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from flows.record import read_record, verify
+from tests.support.overlays import cluster_overlay, release_overlay
+from tests.support.waiting import wait_until
 
-from .conftest import ROOT, free_port
+from .conftest import ROOT
 from .prefect_server import PREFECT, Server, spawn, stop
 
 # a fresh server, deploy and a qualification run: minutes on a loaded two-core machine
@@ -58,45 +58,25 @@ def worker(server: Server, tmp_path: Path) -> Iterator[Path]:
 
 def _overlays(tmp: Path) -> tuple[Path, Path]:
     """A trimmed r1 (one small determinism gate) and a private two-node cluster."""
-    release = tmp / "releases" / "r1.yaml"
-    release.parent.mkdir(parents=True)
-    release.write_text(yaml.safe_dump({
-        "extends": str(ROOT / "releases/r1.yaml"),
-        "set": {"gates": {
-            "release_tests": {"enabled": False},
-            "determinism": {"prompts": ["The quick brown fox"], "max_tokens": 4,
-                            "long_prompt_tokens": 64, "sampled_streams": 1, "stagger_ms": 10},
-            "cold_boots": {"enabled": False},
-            "benchmark": {"enabled": False},
-        }},
-    }))  # fmt: skip
-    cluster = tmp / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump({
-        "extends": str(ROOT / "config/local.yaml"),
-        "set": {
-            "name": "schedtest",
-            "ports": {"rendezvous": free_port(), "api": free_port()},
-            "nodes": [
-                {"name": "s0", "rank": 0, "head": True, "address": "127.0.0.1",
-                 "workdir": str(tmp / "s0")},
-                {"name": "s1", "rank": 1, "address": "127.0.0.1", "workdir": str(tmp / "s1")},
-            ],
-        },
-    }))  # fmt: skip
+    release = release_overlay(tmp / "releases" / "r1.yaml", "releases/r1.yaml", gates={
+        "release_tests": {"enabled": False},
+        "determinism": {"prompts": ["The quick brown fox"], "max_tokens": 4,
+                        "long_prompt_tokens": 64, "sampled_streams": 1, "stagger_ms": 10},
+        "cold_boots": {"enabled": False},
+        "benchmark": {"enabled": False},
+    })  # fmt: skip
+    cluster = cluster_overlay(tmp / "cluster.yaml", "schedtest", tmp, nodes=("s0", "s1"))
     return release, cluster
 
 
 def _wait_for_run(server: Server, run_id: str, timeout_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def ended() -> dict[str, Any] | None:
         run = server.get(f"/flow_runs/{run_id}")
-        state = (run.get("state") or {}).get("type")
-        if state in TERMINAL:
-            return dict(run)
-        assert time.monotonic() < deadline, (
-            f"flow run still {state} after {timeout_s} s:\n{server.tails()}"
-        )
-        time.sleep(3)
+        return dict(run) if (run.get("state") or {}).get("type") in TERMINAL else None
+
+    return wait_until(ended, timeout_s, f"flow run {run_id} to end", interval_s=3,
+                      detail=server.tails)  # fmt: skip
 
 
 def test_the_nightly_deployment_runs_on_a_worker_and_publishes_its_record(

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tarfile
 import threading
@@ -52,6 +51,9 @@ from flows.cluster.runtime.containers import (
 )
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, ClusterError
+from tests.support.net import free_port
+from tests.support.overlays import release_overlay
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -256,11 +258,7 @@ def test_the_cli_builds_for_a_docker_cluster_file(
         f"kind: cluster\nextends: {ROOT / 'config' / 'local.yaml'}\nset:\n  name: docker-lab\n"
         f"  shape: tp3-local\n  runtime: {{kind: docker}}\n  nodes:{nodes}\n"
     )
-    release = tmp_path / "r1.yaml"
-    release.write_text(
-        f"kind: release\nextends: {ROOT / 'releases' / 'r1.yaml'}\n"
-        f"set:\n  build: {{source: {engine_source}}}\n"
-    )
+    release = release_overlay(tmp_path / "r1.yaml", build={"source": str(engine_source)})
     capsys.readouterr()
     assert main(["image", "build", str(release), "--cluster", str(cluster), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -391,12 +389,6 @@ def test_three_ranks_boot_in_containers_on_three_daemons_and_stop(
     assert all(cluster_containers(client, CLUSTER) == [] for client in clients)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def http_get(port: int, path: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
@@ -409,8 +401,8 @@ def wait_for_health(
     port: int, clients: list[docker.DockerClient], specs: list[RankContainer], timeout: float
 ) -> int:
     """Poll /health; fail at once, with the rank's logs, when a rank container exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def healthy() -> int | None:
         for client, spec in zip(clients, specs, strict=True):
             state = inspect_rank(client, spec.name)
             if state is None or not state.running:
@@ -419,9 +411,12 @@ def wait_for_health(
             status, _ = http_get(port, "/health")
             if status == 200:
                 return status
-        time.sleep(0.5)
-    logs = "\n".join(rank_logs(c, s.name, tail=5) for c, s in zip(clients, specs, strict=True))
-    pytest.fail(f"no /health 200 within {timeout} s:\n{logs}")
+        return None
+
+    def logs() -> str:
+        return "\n".join(rank_logs(c, s.name, tail=5) for c, s in zip(clients, specs, strict=True))
+
+    return wait_until(healthy, timeout, "/health 200", detail=logs)
 
 
 def test_stop_signals_then_kills_after_the_grace_period(

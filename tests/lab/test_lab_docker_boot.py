@@ -33,6 +33,7 @@ from flows.gates.release_tests.runner import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
+from tests.support.overlays import release_overlay
 
 from .conftest import ENGINE_FILE, ROOT, lab_unavailable
 
@@ -85,12 +86,7 @@ def release(tmp_path: Path) -> Path:
     source = tmp_path / "engine"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
     shutil.copytree(ROOT / "engine", source, ignore=ignore)
-    path = tmp_path / "r1.yaml"
-    path.write_text(
-        f"kind: release\nextends: {ROOT / 'releases' / 'r1.yaml'}\nset:\n"
-        f"  build: {{source: {source}}}\n"
-    )
-    return path
+    return release_overlay(tmp_path / "r1.yaml", build={"source": str(source)})
 
 
 def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict[str, Any], str]:

@@ -12,6 +12,7 @@ import pytest
 
 from flows.cluster.transport import SshTransport
 from flows.errors import HostKeyError, TransportError
+from tests.support.waiting import wait_until
 
 from .conftest import Lab
 
@@ -81,15 +82,11 @@ def test_background_process_lives_in_its_own_group_and_is_killed(lab: Lab, tmp_p
         assert transport.is_alive(pid)
         pgid = transport.run(["ps", "-o", "pgid=", "-p", str(pid)], check=True).stdout
         assert int(pgid) == pid
-        deadline = time.monotonic() + 10
-        while "started" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: "started" in log.read_text(), 10, "the log line", interval_s=0.05)
         transport.close()  # the process must survive the connection
         assert transport.is_alive(pid)
         transport.kill(pid, signal.SIGTERM)
-        while transport.is_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not transport.is_alive(pid)
+        wait_until(lambda: not transport.is_alive(pid), 10, "the group to end", interval_s=0.05)
         transport.kill(pid)  # gone already: fine
     finally:
         transport.close()
@@ -142,14 +139,12 @@ def test_a_timed_out_command_does_not_keep_running_on_the_node(lab: Lab) -> None
     try:
         with pytest.raises(TransportError, match=r"timed out after 1 s"):
             transport.run(["sh", "-c", f"sleep 60; echo {marker}", marker], timeout=1)
-        deadline = time.monotonic() + 15
         pattern = f"[s]leep 60; echo {marker}"  # [s] keeps pgrep from matching its own wrapper
-        while time.monotonic() < deadline:
-            left = transport.run(["pgrep", "-f", pattern])
-            if left.rc == 1:
-                break
-            time.sleep(0.2)
-        assert left.rc == 1, left.stdout
+        wait_until(
+            lambda: transport.run(["pgrep", "-f", pattern]).rc == 1, 15,
+            "the timed-out command to be gone", interval_s=0.2,
+            detail=lambda: transport.run(["pgrep", "-af", pattern]).stdout,
+        )  # fmt: skip
     finally:
         transport.close()
 

@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 import json
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -26,6 +25,7 @@ from flows.bench.client import (
     run_sharded,
 )
 from flows.bench.report import Receipt
+from tests.support.servers import serving
 
 
 def _sse(event: object) -> bytes:
@@ -84,21 +84,11 @@ async def _script(request: web.Request) -> web.StreamResponse:
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """The scripted server in its own thread and loop (so forked clients can reach it)."""
-    loop = asyncio.new_event_loop()
     app = web.Application()
     app.router.add_post("/v1/completions", _script)
     app.router.add_post("/v1/chat/completions", _script)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    site = web.SockSite(runner, sock)
-    loop.run_until_complete(site.start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    with serving(app) as url:
+        yield url
 
 
 def _one(url: str, prompt: str | None = None, chat: bool = False) -> tuple[Receipt, Recorder]:

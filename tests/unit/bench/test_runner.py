@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from flows.cli import main
 from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError
 from flows.spec.suite import Suite
+from tests.support.servers import serving
 
 NAMES = {
     "running": "fake_running",
@@ -86,17 +85,8 @@ def engine() -> Iterator[tuple[FakeEngine, str]]:
     app.router.add_post("/tokenize", fake.tokenize)
     app.router.add_get("/metrics", fake.metrics)
     app.router.add_post("/v1/completions", fake.completions)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    loop.run_until_complete(web.SockSite(runner, sock).start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield fake, f"http://127.0.0.1:{sock.getsockname()[1]}"
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    with serving(app) as url:
+        yield fake, url
 
 
 SUITE = {

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
 
 from flows.cli import main
+from tests.support.net import free_port
 
 ENGINE = Path(__file__).resolve().parents[3] / "config" / "engines" / "sparkengine.yaml"
 
@@ -28,12 +28,6 @@ nodes: [{{name: a, rank: 0, head: true, address: 127.0.0.1, workdir: '{tmp_path}
 """
     )
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_doctor_json_and_warn_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@ import pytest
 from flows.cluster.transport import LocalTransport, shell_command
 from flows.cluster.transport.base import background_command, parse_pid, ps_state_alive
 from flows.errors import TransportError
+from tests.support.waiting import wait_until
 
 HOSTILE = ["x; rm -rf /", "$(touch {canary})", "`touch {canary}`", "a'b\"c", "*", "--x", "\n"]
 
@@ -92,9 +93,7 @@ def test_background_command_text_is_literal_and_prints_group_pid(tmp_path: Path)
             ).stdout
         )
         assert pgid == pid
-        deadline = time.monotonic() + 10
-        while log.read_text().count("\n") < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: log.read_text().count("\n") >= 2, 10, "two log lines", interval_s=0.05)
         assert sorted(log.read_text().splitlines()) == sorted([f"$(touch {canary})|`touch x`", "e"])
         assert not canary.exists()
         assert sorted(p.name for p in weird_dir.iterdir()) == [log.name]
@@ -112,13 +111,9 @@ def test_start_is_alive_and_kill_group(tmp_path: Path) -> None:
         stderr_path=str(err),
     )
     assert transport.is_alive(pid)
-    deadline = time.monotonic() + 10
-    while not (out.exists() and err.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: out.exists() and err.read_text(), 10, "both outputs", interval_s=0.05)
     transport.kill(pid, signal.SIGTERM)
-    while transport.is_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not transport.is_alive(pid)
+    wait_until(lambda: not transport.is_alive(pid), 10, "the group to end", interval_s=0.05)
     assert out.read_text() == "hello\n"
     assert err.read_text() == "oops\n"
     group = subprocess.run(["pgrep", "-g", str(pid)], check=False, capture_output=True, text=True)

@@ -1,0 +1,450 @@
+"""Every shell command in README.md and docs/*.md runs as written, or names the test that runs it.
+
+Commands are the lines of fenced blocks tagged `sh` (an indented line continues the one above,
+`# ...` is a comment); every fenced block must carry a tag, so no command hides in an untagged
+one. COMMANDS maps each command, exactly as shown, to how it is checked:
+
+- `Here`: run by this module from the checkout (`sparkgate` in-process, `python -m` and `make -n`
+  as subprocesses) with the promised exit code and output. A synopsis runs with the given argv.
+- `Elsewhere`: a slower test (integration, lab, or one that needs a built release) runs it; the
+  test must exist, and `how` says what it runs when that is not the literal command.
+- `NotRun`: no test runs it, and `why` says why. Kept short on purpose.
+
+Every `--flag` a `sparkgate` or `python -m` command shows must be in that command's `--help`,
+every command shown must be mapped, every mapping must still be shown, and every relative link
+between the pages must resolve, anchors included, and every source path a page names must exist.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\S*)\s*$")
+GROUPS = {"cluster", "lab", "bench", "image"}  # sparkgate commands that take a subcommand
+
+
+@dataclass(frozen=True)
+class Here:
+    """Run by this module: `argv` (default: the command as shown), exit `code`, output `says`."""
+
+    says: str
+    code: int = 0
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """Run by `test` (path::name); `how` says what it runs when not the literal command."""
+
+    test: str
+    how: str = "the command as shown"
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """No test runs it; `why` says why."""
+
+    why: str
+
+
+INTEGRATION = "tests/integration"
+RESUME = (
+    f"{INTEGRATION}/test_qualify_flow.py::"
+    "test_a_qualification_killed_in_the_benchmark_resumes_there"
+)
+CLUSTER_CLI = f"{INTEGRATION}/test_cluster_cli.py::test_start_status_logs_stop"
+BENCH_ENGINE = (
+    f"{INTEGRATION}/test_bench_engine.py::test_release_local_writes_receipts_for_every_workload"
+)
+NIGHTLY = (
+    f"{INTEGRATION}/test_schedule_server.py::"
+    "test_the_nightly_deployment_runs_on_a_worker_and_publishes_its_record"
+)
+PROMOTE_CLI = (
+    "tests/unit/promote/test_pointer_and_cli.py::test_promote_then_rollback_updates_pointer_and_log"
+)
+CALIBRATE = (
+    f"{INTEGRATION}/test_calibrate_flow.py::test_calibrate_publishes_gaps_the_benchmark_gate_uses"
+)
+PEER_LIVE = "tests/unit/bench/test_peer_live.py::test_peer_check_runs_both_tools_in_one_session"
+RECORDS_CLI = "tests/unit/record/test_cli.py::test_records_show_and_compare_by_name"
+COMPARE_CLI = "tests/unit/bench/test_compare_cli.py::test_slower_candidate_fails_with_exit_1"
+TP3_BENCH = "tests/unit/bench/data/recipe-bench/2026-10-05-r6-tp3-bench.json"
+COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
+    # README.md
+    # make: a dry run shows the recipe; the lead runs `make demo` and `make test` on a fresh clone
+    "make demo": Here("sparkgate qualify releases/r2.yaml --no-wait", argv=("make", "-n", "demo")),
+    "make test": Here("bin/pytest", argv=("make", "-n", "test")),
+    "make unit": Here("not integration and not lab", argv=("make", "-n", "unit")),
+    # docs/cli.md, docs/configuration.md
+    "sparkgate validate PATH...": Elsewhere(
+        "tests/unit/spec/test_corpus.py::test_shipped_file_validates", "every shipped file"
+    ),
+    "sparkgate schema [--out config/schema]": Elsewhere(
+        "tests/unit/spec/test_render.py::test_schema_command_writes_every_kind", "--out TMP"
+    ),
+    "sparkgate schema": Elsewhere(
+        "tests/unit/spec/test_render.py::test_committed_schemas_are_current",
+        "--out TMP, compared with the committed config/schema",
+    ),
+    "sparkgate render RELEASE [--cluster C] [--node N] [--json]": Elsewhere(
+        "tests/unit/spec/test_render.py::test_render_json_on_stdout",
+        "render releases/r2.yaml --node local1 --json",
+    ),
+    "sparkgate validate config releases": Here(says="releases/r2.yaml: ok (release)"),
+    "sparkgate render releases/r2.yaml --node local1": Here(says="--rank 1"),
+    "sparkgate qualify RELEASE [--cluster C] [--fresh] [--no-wait] [--json]": Elsewhere(
+        RESUME,
+        "qualify r2 --no-wait on a private cluster, killed, then run again to resume",
+    ),
+    "sparkgate cluster start RELEASE [--cluster C] [--empty-cache KIND[@NODE]]... [--json]": (
+        Elsewhere(CLUSTER_CLI, "cluster start r1 -c FILE")
+    ),
+    "sparkgate cluster status [--cluster C] [--json]": Elsewhere(CLUSTER_CLI, "-c FILE --json"),
+    "sparkgate cluster logs [--cluster C] [--node N] [--tail N]": Elsewhere(
+        CLUSTER_CLI, "-c FILE --node n1"
+    ),
+    "sparkgate cluster stop [--cluster C]": Elsewhere(CLUSTER_CLI, "-c FILE"),
+    "sparkgate cluster unlock [--cluster C] --force": Elsewhere(
+        "tests/unit/cluster/test_lock_cli.py::test_unlock_needs_force_and_names_the_holder"
+    ),
+    "sparkgate records [--experiments DIR] [--write-index]": Elsewhere(RECORDS_CLI),
+    "sparkgate show RECORD [--raw]": Elsewhere(RECORDS_CLI, "show r2 --raw"),
+    "sparkgate verify RECORD": Elsewhere(
+        "tests/unit/record/test_cli.py::test_verify_exits_0_when_clean_and_1_listing_problems"
+    ),
+    "sparkgate compare RECORD_A RECORD_B": Elsewhere(RECORDS_CLI),
+    # docs/docker-and-lab.md
+    "sparkgate doctor [--cluster C] [--json]": Elsewhere(
+        "tests/unit/cluster/test_preflight_cli.py::test_doctor_json_and_warn_passes"
+    ),
+    "sudo sparkgate lab up [--nodes 3]": Elsewhere(
+        "tests/lab/test_lab_lifecycle.py::test_up_then_down_leaves_nothing",
+        "lab_up(), the function behind the command, not the CLI",
+    ),
+    "sudo sparkgate lab down": Elsewhere(
+        "tests/lab/test_lab_lifecycle.py::test_up_then_down_leaves_nothing",
+        "lab_down(), the function behind the command, not the CLI",
+    ),
+    "sudo sparkgate lab up --docker": Elsewhere(
+        "tests/lab/test_lab_docker.py::test_lab_with_one_dockerd_per_host",
+        "lab_up(docker=True), the function behind the command, not the CLI",
+    ),
+    "sparkgate doctor --cluster lab": Elsewhere(
+        "tests/lab/test_ssh_lock_and_doctor.py::test_doctor_over_ssh_and_with_a_cut_link",
+        "run_preflight() on the lab's cluster file, the function behind `doctor`",
+    ),
+    "sparkgate image build RELEASE [--cluster C] [--json]": Elsewhere(
+        "tests/lab/test_docker.py::test_the_cli_builds_for_a_docker_cluster_file",
+        "image build r1 --cluster FILE --json on three private daemons",
+    ),
+    # docs/engine.md
+    "python -m sparkengine make-model --out DIR [--seed S] [--size tiny|small] "
+    "[--max-context 8192]": (
+        Elsewhere(
+            BENCH_ENGINE,
+            "make-model --out DIR --size tiny, in its engine fixture",
+        )
+    ),
+    "python -m sparkengine serve --rank R --nnodes N --head HOST:PORT --port P --model DIR "
+    "--cache kernels=PATH --cache jit=PATH [--mlp-kernel reference|fused]": Elsewhere(
+        BENCH_ENGINE,
+        "two ranks of serve with these flags (no --mlp-kernel), in its engine fixture",
+    ),
+    # docs/faulty-releases.md
+    "sparkgate qualify releases/faulty/nondeterministic.yaml --no-wait": Elsewhere(
+        f"{INTEGRATION}/test_faulty_releases.py::test_a_faulty_release_fails_at_its_own_gate",
+        "qualify of an overlay of it with trimmed gates, on a private cluster, --no-wait --json",
+    ),
+    # docs/scheduling-and-promotion.md
+    "sparkgate qualify releases/r2.yaml [--no-wait]": Elsewhere(
+        f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
+        "qualify of a trimmed r1 overlay that waits for a decision",
+    ),
+    "sparkgate approve r2 [--by NAME] [--reason TEXT]": Elsewhere(
+        f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
+        "approve from a second process",
+    ),
+    "sparkgate reject r2 --reason TEXT [--by NAME]": Elsewhere(
+        f"{INTEGRATION}/test_promote.py::test_reject_from_another_process_leaves_the_pointer",
+        "reject from a second process",
+    ),
+    "sparkgate promote releases/r2.yaml [--deploy] [-c CLUSTER] [--by NAME] [--reason TEXT]": (
+        Elsewhere(
+            PROMOTE_CLI,
+            "promote releases/r2.yaml --by bob --reason faster; --deploy in "
+            "test_a_failed_deploy_rolls_the_pointer_back_and_logs_the_evidence",
+        )
+    ),
+    "sparkgate rollback [--deploy] [-c CLUSTER] [--by NAME] [--reason TEXT]": Elsewhere(
+        PROMOTE_CLI,
+        "rollback --by carol --reason ...",
+    ),
+    "export PREFECT_HOME=$PWD/.sparkgate/prefect "
+    "PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1": (
+        Elsewhere(
+            NIGHTLY,
+            "a private PREFECT_HOME with analytics off (tests/integration/prefect_server.py)",
+        )
+    ),
+    "prefect server start --host 127.0.0.1 --port 4200": Elsewhere(
+        NIGHTLY,
+        "server start --host 127.0.0.1 --port FREE --no-ui",
+    ),
+    "export PREFECT_API_URL=http://127.0.0.1:4200/api": Elsewhere(
+        NIGHTLY,
+        "PREFECT_API_URL of that server for every client and the worker",
+    ),
+    "prefect work-pool create sparkgate --type process": Elsewhere(
+        NIGHTLY,
+        "with --overwrite",
+    ),
+    "prefect worker start --pool sparkgate --limit 1": Elsewhere(
+        NIGHTLY,
+        "with --name test-worker",
+    ),
+    "prefect --no-prompt deploy --all": Elsewhere(NIGHTLY),
+    "prefect deployment run nightly-qualification/nightly -p release=r1": Elsewhere(
+        NIGHTLY,
+        "the API call this command makes (POST /deployments/ID/create_flow_run), release=r1",
+    ),
+    # docs/statistics.md
+    "sparkgate bench run URL --suite release-local --out DIR [--label r2] "
+    "[--engine config/engines/vllm-recipe.yaml]": Elsewhere(
+        BENCH_ENGINE,
+        "bench run URL --suite (release-local trimmed) --out DIR --label r1",
+    ),
+    "sparkgate bench import RECIPE_BENCH_JSON --out DIR [--label r6]": Elsewhere(
+        "tests/unit/bench/test_compare_cli.py::test_import_then_compare_recipe_reports"
+    ),
+    "sparkgate bench show ARM": Here(says="prefill", argv=("bench", "show", TP3_BENCH)),
+    "sparkgate bench compare NEW OLD [OLD2 ...] [--again C2 ...] [--ledger L.json] [--tolerance 3] "
+    "[--out DIR] [--json]": Elsewhere(
+        COMPARE_CLI,
+        "exit 1 here; exit 3 in test_two_arms_without_ledger_are_inconclusive_exit_3",
+    ),
+    "sparkgate bench ledger-add C1 C2 --ledger L.json": Elsewhere(
+        COMPARE_CLI,
+        "ledger-add of two A/A arms before the compare",
+    ),
+    "python -m flows.bench.research.montecarlo [--sessions 4000]": Here(
+        says="false-positive",
+        argv=("python", "-m", "flows.bench.research.montecarlo", "--sessions", "100"),
+    ),
+    "python -m flows.bench.research.overhead [--rate 5000 --streams 50]": Here(
+        says="CPU per chunk",
+        argv=(
+            "python",
+            "-m",
+            "flows.bench.research.overhead",
+            "--rate",
+            "500",
+            "--streams",
+            "5",
+            "--seconds",
+            "1",
+        ),
+    ),
+    "python -m flows.bench.research.peer [--setup] --out DIR": Elsewhere(
+        PEER_LIVE,
+        "--out DIR with a small load; skipped when the peer venv (--setup) is absent",
+    ),
+    "sparkgate calibrate releases/r1.yaml [--arms 3] [--cluster local] [--json]": Elsewhere(
+        CALIBRATE,
+        "calibrate of an r1 overlay --arms 2 on a private cluster",
+    ),
+    # docs/peer-check.md
+    "python -m flows.bench.research.peer --setup": NotRun(
+        "downloads torch and guidellm into .sparkgate/peer-venv; test_peer_live uses that venv"
+    ),
+    "python -m flows.bench.research.peer --out DIR": Elsewhere(
+        PEER_LIVE,
+        "with the small load below; skipped when the peer venv is absent",
+    ),
+    "python -m flows.bench.research.peer --out DIR --loads 1:2,4:4 --max-tokens 16": Elsewhere(
+        PEER_LIVE,
+        "peer.main(['--out', DIR, '--loads', '1:2,4:4', '--max-tokens', '16'])",
+    ),
+}
+
+
+def _blocks(page: Path) -> list[tuple[str, int, list[str]]]:
+    """(tag, first line, lines) of every fenced block."""
+    found: list[tuple[str, int, list[str]]] = []
+    open_block: tuple[str, int, list[str]] | None = None
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        fence = FENCE.match(line)
+        if open_block is None and fence:
+            open_block = (fence.group(1), number, [])
+        elif open_block is not None and line.strip() == "```":
+            found.append(open_block)
+            open_block = None
+        elif open_block is not None:
+            open_block[2].append(line)
+    return found
+
+
+def _commands(lines: list[str]) -> list[str]:
+    """Command lines of an `sh` block: continuations joined, comments dropped."""
+    commands: list[str] = []
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0].isspace() and commands:
+            commands[-1] += " " + line.strip()
+        else:
+            commands.append(line.strip())
+    return [re.sub(r"\s+#\s.*$", "", command) for command in commands]
+
+
+def shown() -> dict[str, str]:
+    """Every command shown in the pages, with where it is shown first."""
+    commands: dict[str, str] = {}
+    for page in PAGES:
+        for tag, line, lines in _blocks(page):
+            if tag == "sh":
+                for command in _commands(lines):
+                    commands.setdefault(command, f"{page.relative_to(ROOT)}:{line}")
+    return commands
+
+
+def test_every_fenced_block_has_a_tag() -> None:
+    untagged = [
+        f"{p.relative_to(ROOT)}:{line}" for p in PAGES for tag, line, _ in _blocks(p) if not tag
+    ]
+    assert not untagged, f"tag these blocks (sh for commands, text otherwise): {untagged}"
+
+
+def test_every_command_shown_is_mapped_and_every_mapping_is_shown() -> None:
+    commands = shown()
+    unmapped = {command: where for command, where in commands.items() if command not in COMMANDS}
+    assert not unmapped, f"add these to COMMANDS with the test that runs them: {unmapped}"
+    stale = sorted(set(COMMANDS) - set(commands))
+    assert not stale, f"no page shows these any more: {stale}"
+
+
+def test_every_named_test_exists() -> None:
+    for command, check in COMMANDS.items():
+        if isinstance(check, Elsewhere):
+            path, name = check.test.split("::")
+            source = (ROOT / path).read_text(encoding="utf-8")
+            assert f"def {name}(" in source, f"{command!r}: {check.test} does not exist"
+
+
+def test_not_run_stays_short() -> None:
+    assert sum(isinstance(check, NotRun) for check in COMMANDS.values()) <= 2
+
+
+def _program(command: str) -> list[str]:
+    """The argv that names the command: `sparkgate bench compare`, `python -m MODULE sub`."""
+    words = command.removeprefix("sudo ").split()
+    if words[0] == "sparkgate":
+        return words[:3] if words[1] in GROUPS else words[:2]
+    if words[:2] == ["python", "-m"]:
+        sub = [w for w in words[3:4] if re.fullmatch(r"[a-z][a-z-]*", w)]
+        return [*words[:3], *sub]
+    return []
+
+
+def _help(program: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    if program[0] == "sparkgate":
+        capsys.readouterr()
+        assert main([*program[1:], "--help"]) == 0
+        return capsys.readouterr().out
+    done = subprocess.run(
+        [sys.executable, *program[1:], "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return done.stdout
+
+
+def test_every_flag_shown_is_in_the_commands_help(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    helps: dict[str, str] = {}
+    for command in shown():
+        program = _program(command)
+        if not program:
+            continue
+        key = " ".join(program)
+        if key not in helps:
+            helps[key] = _help(program, capsys)
+        flags = re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", command.split(key, 1)[1])
+        missing = [flag for flag in flags if flag not in helps[key]]
+        assert not missing, f"{command!r}: {key} --help has no {missing}"
+
+
+HERE = [command for command, check in COMMANDS.items() if isinstance(check, Here)]
+
+
+@pytest.mark.parametrize("command", HERE)
+def test_command_runs_as_shown(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check = COMMANDS[command]
+    assert isinstance(check, Here)
+    argv = list(check.argv) or command.split()
+    monkeypatch.chdir(ROOT)
+    if argv[0] == "sparkgate" or argv[0] not in ("make", "python"):
+        capsys.readouterr()
+        code = main(argv[1:] if argv[0] == "sparkgate" else argv)
+        captured = capsys.readouterr()
+        output = captured.out + captured.err
+    else:
+        program = [sys.executable, *argv[1:]] if argv[0] == "python" else argv
+        done = subprocess.run(program, capture_output=True, text=True, check=False, cwd=ROOT)
+        code, output = done.returncode, done.stdout + done.stderr
+    assert code == check.code, output[-3000:]
+    assert check.says in " ".join(output.split()), output[-3000:]  # rich wraps long lines
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_relative_link_resolves() -> None:
+    broken: list[str] = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
+
+
+WRITTEN = {"config/promoted.yaml"}  # written by `sparkgate promote`, not shipped
+
+
+def test_every_source_path_named_exists() -> None:
+    """Module and file paths the pages name (`flows/...`, `tests/...`, `config/...`) exist."""
+    missing: list[str] = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for path in re.findall(r"`((?:flows|tests|config|releases|engine)/[\w./-]+)`", text):
+            shipped = path not in WRITTEN and not any(ch in path for ch in "<*")
+            if shipped and not (ROOT / path).exists():
+                missing.append(f"{page.name}: {path}")
+    assert not missing, missing
