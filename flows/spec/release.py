@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from flows.errors import SpecError
 from flows.settings import project_root
@@ -19,13 +19,12 @@ from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath,
 from flows.spec.load import load_model
 
 
-def nearest_config(start: Path | None, name: str) -> Path:
+def nearest_config(start: Path, name: str) -> Path:
     """`config/<name>` in `start` or the closest folder above it; else the project's."""
-    if start is not None:
-        for folder in (start, *start.parents):
-            candidate = folder / "config" / name
-            if candidate.is_file():
-                return candidate
+    for folder in (start, *start.parents):
+        candidate = folder / "config" / name
+        if candidate.is_file():
+            return candidate
     return project_root() / "config" / name
 
 
@@ -100,23 +99,13 @@ class ReleaseTestsGate(GateSettings):
     """Release tests: the classified engine tests, run in the release image on one node."""
 
     classification: SpecPath = Field(
-        default=None,
-        validate_default=True,
+        default=Path("../config/release-tests.yaml"),
         description=(
             "The release-tests file (relative to this release); default: the nearest"
             " config/release-tests.yaml in this release's folder or above it."
         ),
     )
     node: str | None = Field(default=None, description="Node to run on (default: the head).")
-
-    @field_validator("classification", mode="before")
-    @classmethod
-    def _nearest_classification(cls, value: object, info: ValidationInfo) -> object:
-        """A release kept in a subfolder (releases/faulty/) finds the project's file too."""
-        if value is not None:
-            return value
-        start = info.context.file.parent if isinstance(info.context, SpecContext) else None
-        return nearest_config(start, "release-tests.yaml")
 
 
 class DeterminismGate(GateSettings):
@@ -220,6 +209,19 @@ class Promotion(SpecModel):
 
 class Release(SpecModel):
     """One release of the recipe."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nearest_classification(cls, data: object, info: ValidationInfo) -> object:
+        """A release kept in a subfolder (releases/faulty/) finds the project's file too."""
+        if not isinstance(info.context, SpecContext) or not isinstance(data, dict):
+            return data
+        gates = data.get("gates", {})
+        tests = gates.get("release_tests", {}) if isinstance(gates, dict) else None
+        if not isinstance(tests, dict) or "classification" in tests:
+            return data
+        found = str(nearest_config(info.context.file.parent, "release-tests.yaml"))
+        return {**data, "gates": {**gates, "release_tests": {**tests, "classification": found}}}
 
     kind: Literal["release"] = Field(description="Always `release`.")
     name: str = Field(pattern=NAME, description="Release name; equals the file name.")
