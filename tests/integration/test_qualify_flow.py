@@ -71,7 +71,8 @@ def test_a_qualification_killed_in_the_benchmark_resumes_there(
     output = second.communicate(timeout=900)[0]
     published = read_record(record)
     benchmark = published.stages["benchmark"]
-    decision = benchmark.summary.get("decision")
+    summary = benchmark.summary_as(BenchmarkSummary)
+    decision = summary.decision if summary is not None else None
     expected = {"pass": 0, "fail-inconclusive": 3}.get(str(decision), 1)  # as `bench compare`
     assert second.returncode == expected, output
     assert "determinism gate: cached" in output
