@@ -45,6 +45,7 @@ class LocalCluster:
         self.head_port = free_port()
         self.events: dict[int, list[dict[str, Any]]] = {r: [] for r in range(nnodes)}
         self.procs: dict[int, subprocess.Popen[str]] = {}
+        self._readers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._model, self._cache_root = model, cache_root
         self._env, self._args = env or {}, args or []
@@ -70,7 +71,9 @@ class LocalCluster:
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
         )
         self.procs[rank] = proc
-        threading.Thread(target=self._read, args=(rank, proc), daemon=True).start()
+        reader = threading.Thread(target=self._read, args=(rank, proc), daemon=True)
+        reader.start()
+        self._readers.append(reader)
 
     @property
     def url(self) -> str:
@@ -79,13 +82,14 @@ class LocalCluster:
 
     def _read(self, rank: int, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                event = {"event": "_text", "line": line.rstrip()}
-            with self._lock:
-                self.events[rank].append(event)
+        with proc.stdout:  # closed at EOF: the pipe never outlives its rank
+            for line in proc.stdout:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    event = {"event": "_text", "line": line.rstrip()}
+                with self._lock:
+                    self.events[rank].append(event)
 
     def named(self, rank: int, name: str) -> list[dict[str, Any]]:
         """Events called `name` from `rank` so far."""
@@ -130,3 +134,5 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for reader in self._readers:
+            reader.join(10)
