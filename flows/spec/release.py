@@ -9,10 +9,11 @@ decides whether determinism compares tokens with the previous release.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
+from flows.bench.policy import KNOWN_METRICS, GatePolicy
 from flows.errors import SpecError
 from flows.settings import project_root
 from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath, shown
@@ -41,9 +42,8 @@ class Build(SpecModel):
     args: dict[str, EnvValue] = Field(default={}, description="Docker build arguments.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
-        """The source tree must exist (checked once the loader made the path absolute)."""
-        del context
-        if self.source.is_absolute() and not self.source.is_dir():
+        """The source tree must exist when loaded from a file (a record's copy is not rebuilt)."""
+        if context is not None and self.source.is_absolute() and not self.source.is_dir():
             return [
                 Problem(("source",), f"no such directory: {shown(self.source)}", "the engine tree")
             ]
@@ -178,11 +178,33 @@ class BenchmarkGate(GateSettings):
     )
     max_arms: int = Field(default=7, ge=2, description="Most arms when undecided.")
     tolerance: float = Field(default=0.03, gt=0, lt=1, description="Allowed slowdown.")
+    gate_metrics: list[str] | None = Field(
+        default=None,
+        description=(
+            "Metrics that decide the gate (e.g. engine_cpu_ms, tpot_p50_ms); the rest are "
+            "reported. Default: the engine's CPU time per step, else its wall time per step, "
+            "else every client metric."
+        ),
+    )
+    tolerances: dict[str, Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=dict, description="Allowed slowdown per metric, overriding tolerance."
+    )
+
+    def policy(self) -> GatePolicy:
+        """The gate policy these settings describe."""
+        metrics = tuple(self.gate_metrics) if self.gate_metrics is not None else None
+        return GatePolicy(
+            metrics=metrics, tolerances_pct={k: 100 * v for k, v in self.tolerances.items()}
+        )
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Both releases must be measured, and max_arms must allow the first session."""
         del context
         found: list[Problem] = []
+        known = ", ".join(sorted(KNOWN_METRICS))
+        for metric in [*(self.gate_metrics or []), *self.tolerances]:
+            if metric not in KNOWN_METRICS:
+                found.append(Problem(("gate_metrics",), f"unknown metric {metric!r}", known))
         if {"candidate", "previous"} - set(self.arms):
             found.append(Problem(("arms",), "needs both arms", "candidate and previous"))
         if self.max_arms < len(self.arms):

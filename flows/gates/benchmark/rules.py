@@ -107,6 +107,7 @@ def points_summary(session: Session) -> list[PointRow]:
             low=row.arms.low_pct if row.arms else None,
             high=row.arms.high_pct if row.arms else None,
             verdict=row.verdict.value,
+            gated=row.gated,
         )
         for row in session.comparison.points
     ]
@@ -122,10 +123,12 @@ def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
     """The one line a person reads first, naming the points that decided."""
     comparison, arms = session.comparison, len(session.roles)
     if session.decision is SessionDecision.PASS:
-        faster = sum(p.verdict.value == "faster" for p in comparison.points)
+        gating = comparison.gating
+        faster = sum(p.verdict.value == "faster" for p in gating)
+        metrics = ", ".join(sorted({p.metric for p in gating}))
         return (
-            f"no point slower than {tolerance_pct:g}% over {arms} arms "
-            f"({faster} faster, {len(comparison.points) - faster} level)"
+            f"no point slower than {tolerance_pct:g}% in {metrics} over {arms} arms "
+            f"({faster} faster, {len(gating) - faster} level)"
         )
     if session.decision is SessionDecision.FAIL_LOST:
         lost = [

@@ -23,7 +23,8 @@ from flows.bench.present import plot_changes, recipe_text
 from flows.bench.report import ArmReport, read_arm, write_arm
 from flows.bench.runner import run_arm, suite_digest
 from flows.cluster.boot.session import load_session, start_release, stop_session
-from flows.engine_api.endpoint import DEFAULT_METRICS, Endpoint
+from flows.engine_api.endpoint import Endpoint
+from flows.engine_api.metrics import scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
 from flows.gates.benchmark.rules import (
@@ -61,8 +62,11 @@ def suite_file(name: str) -> Path:
 def _endpoint(context: GateContext) -> Endpoint:
     """The head's API with the metric names of the cluster's engine profile."""
     metrics = context.cluster.engine.metrics
-    wanted = metrics.model_dump(exclude={"path"})
-    names = {k: wanted[k] for k in DEFAULT_METRICS if isinstance(wanted.get(k), str)}
+    names = scrape_names(
+        metrics.model_dump(
+            exclude={"path", "compiles", "prefix_cache_queries", "prefix_cache_hits"}
+        )
+    )
     return Endpoint(api_base_url(context.cluster), metric_names=names, metrics_path=metrics.path)
 
 
@@ -165,7 +169,9 @@ class BenchmarkRunner:
         tolerance_pct = settings.tolerance * 100
 
         def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
-            return compare_arms(new, old, ledger=inputs, tolerance_pct=tolerance_pct)
+            return compare_arms(
+                new, old, ledger=inputs, tolerance_pct=tolerance_pct, policy=settings.policy()
+            )
 
         def on_compare(comparison: Comparison, decision: SessionDecision, arms: int) -> None:
             files.write_text("compare.json", comparison.model_dump_json(indent=1) + "\n")
@@ -200,6 +206,8 @@ class BenchmarkRunner:
                 tolerance=settings.tolerance,
                 decision=session.decision.value,
                 ledger_gaps=session.comparison.ledger_gaps,
+                gate_metrics=settings.gate_metrics,
+                tolerances=settings.tolerances,
                 points=points_summary(session),
             ),
         )
