@@ -117,10 +117,14 @@ def _arm_estimate(
 ) -> ArmEstimate | None:
     arms = []
     for report, candidate in ordered:
-        values = report.points[name].values(metric) if name in report.points else []
+        if name not in report.points:
+            continue  # an added arm that measured only the undecided points
+        values = report.points[name].values(metric)
         if not values or min(values) <= 0:
             return None
         arms.append(Arm(candidate=candidate, values=tuple(values)))
+    if len({arm.candidate for arm in arms}) < 2:
+        return None
     return estimate_arms(
         arms,
         higher_is_better=higher_is_better(metric),

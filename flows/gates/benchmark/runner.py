@@ -29,6 +29,7 @@ from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
 from flows.gates.benchmark.rules import (
     NAME,
+    Focus,
     Role,
     arm_folder,
     order_problem,
@@ -98,10 +99,24 @@ def finished_arm(folder: Path, release: str, role: Role, suite: Suite) -> ArmRep
     return report if same and report.aborted is None and report.finished_utc else None
 
 
-def measure_arm(
-    context: GateContext, suite: Suite, out_dir: Path, index: int, role: Role
+def focused(suite: Suite, focus: Focus) -> Suite:
+    """The suite cut to the workloads of the points in `focus` (all of it for None)."""
+    if focus is None:
+        return suite
+    names = {point.partition("/")[0] for point in focus}
+    return suite.model_copy(update={"workloads": [w for w in suite.workloads if w.name in names]})
+
+
+def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
+    context: GateContext,
+    suite: Suite,
+    out_dir: Path,
+    index: int,
+    role: Role,
+    focus: Focus = None,
 ) -> ArmReport:
-    """Boot the arm's release fresh, run the suite on it, stop it, write arm.json at once."""
+    """Boot the arm's release fresh, run the suite (or its `focus`) on it, write arm.json."""
+    suite = focused(suite, focus)
     release: Release | None = context.release if role == "candidate" else context.previous
     if release is None:
         raise BenchError("a previous arm needs a previous release")
@@ -181,7 +196,9 @@ class BenchmarkRunner:
         try:
             session = run_session(
                 settings.arms, settings.max_arms,
-                lambda index, role: measure_arm(context, suite, out_dir, index, role),
+                lambda index, role, focus: measure_arm(
+                    context, suite, out_dir, index, role, focus
+                ),
                 compare,
                 may_add=lambda: time.monotonic() - began < settings.timeout_s,
                 on_compare=on_compare,
