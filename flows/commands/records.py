@@ -49,9 +49,21 @@ def records(
     write: Annotated[
         bool, typer.Option("--write-index", help="Regenerate experiments/README.md too.")
     ] = False,
+    brief: Annotated[
+        bool,
+        typer.Option("--brief", help="A few lines: verdicts, calibration, headline changes."),
+    ] = False,
 ) -> None:
     """List every record: date, release, previous, each gate's verdict and headline numbers."""
     folder = _experiments(experiments)
+    if brief:
+        from flows.pipeline.aa_ledger import CALIBRATION_DIR  # noqa: PLC0415
+        from flows.record.brief import brief_lines  # noqa: PLC0415
+
+        calibrations = list_records(folder / CALIBRATION_DIR)
+        for line in brief_lines(list_records(folder), calibrations, folder):
+            out_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return
     table = Table(title=f"records in {folder}")
     for column in ("date", "record", "release", "previous", *GATES, "verdict"):
         table.add_column(column, overflow="fold")

@@ -237,6 +237,18 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         COMPARE_CLI,
         "ledger-add of two A/A arms before the compare",
     ),
+    "sparkgate bench variance ARM ARM [ARM ...] [--json]": Elsewhere(
+        "tests/unit/bench/test_variance.py::test_the_variance_command_prints_the_table",
+        "bench variance of three written arms",
+    ),
+    "python -m flows.bench.research.sessions_mc [--sessions 400]": Here(
+        says="A/A sessions called slower",
+        argv=("python", "-m", "flows.bench.research.sessions_mc", "--sessions", "10"),
+    ),
+    "python -m flows.bench.research.sessions RELEASE [--previous P] [--sessions N]": Elsewhere(
+        f"{INTEGRATION}/test_sessions_script.py::test_one_aa_session_is_run_and_kept",
+        "one A/A session of a trimmed r1 with the short suite on a private cluster",
+    ),
     "python -m flows.bench.research.montecarlo [--sessions 4000]": Here(
         says="false-positive",
         argv=("python", "-m", "flows.bench.research.montecarlo", "--sessions", "100"),
