@@ -6,6 +6,7 @@ from flows.pipeline.events import (
     NullObserver,
     StageClock,
     StageObserver,
+    Tee,
     current_observer,
     observer_of_run,
 )
@@ -64,7 +65,10 @@ def test_a_command_hands_its_observer_to_the_flow() -> None:
     seen = Recorder()
     token = current_observer.set(seen)
     try:
-        assert observer_of_run() is seen
+        tee = observer_of_run()
+        assert isinstance(tee, Tee)
+        assert tee.observers[0] is seen
+        assert type(tee.observers[1]).__name__ == "PrefectLogObserver"
     finally:
         current_observer.reset(token)
     assert type(observer_of_run()).__name__ == "PrefectLogObserver"
