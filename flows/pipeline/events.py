@@ -61,6 +61,9 @@ class PrefectLogObserver:
         from prefect import get_run_logger  # noqa: PLC0415 - Prefect only where a run is
         from prefect.exceptions import MissingContextError  # noqa: PLC0415
 
+        from flows.pipeline.artifacts import ProgressArtifacts  # noqa: PLC0415
+
+        self._progress = ProgressArtifacts()
         try:
             run_logger = get_run_logger()
         except MissingContextError:
@@ -77,7 +80,8 @@ class PrefectLogObserver:
         self.note(f"{stage}: running")
 
     def progressed(self, what: str, done: int, total: int) -> None:
-        """Not logged: the stage's notes already say what happens."""
+        """Not logged (the notes say what happens): a progress artifact moves instead."""
+        self._progress.update(what, done, total)
 
     def note(self, line: str) -> None:
         """Log the line at INFO."""

@@ -1,4 +1,4 @@
-"""A flow run says what it is: its name and tags, and the terminal's lines in its run log."""
+"""A flow run says what it is: name, tags, the terminal's lines in its log, review artifacts."""
 
 from __future__ import annotations
 
@@ -10,12 +10,20 @@ from uuid import UUID
 import pytest
 from prefect import flow
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactCollectionFilter,
+    ArtifactCollectionFilterKey,
+    LogFilter,
+    LogFilterFlowRunId,
+)
 from prefect.context import FlowRunContext
 from prefect.testing.utilities import prefect_test_harness
 
+from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.pipeline.artifacts import ProgressArtifacts, publish_benchmark
 from flows.pipeline.events import NullObserver, current_observer, observer_of_run
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
+from flows.record.reader import read_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
@@ -83,3 +91,36 @@ def test_outside_a_run_labelling_does_nothing() -> None:
     cluster = load_model(ROOT / "config/local.yaml", Cluster)
     label_current_run(run_title("calibrate", release, cluster), run_tags(release, None, cluster))
     assert run_tags(release, None, cluster)[1] == "previous:none"
+
+
+@flow
+def reviewed() -> None:
+    record = read_record(ROOT / "tests/data/records/schema-1/2026-12-03-r2")
+    stage = record.stages["benchmark"]
+    summary = stage.summary_as(BenchmarkSummary)
+    assert summary is not None
+    publish_benchmark("r2", summary)
+    progress = ProgressArtifacts(every_s=0.0)
+    for done in range(4):
+        progress.update("arm 1 samples", done, 3)
+
+
+def test_the_benchmark_points_and_progress_are_artifacts() -> None:
+    reviewed()
+    with get_client(sync_client=True) as client:
+        table = client.read_latest_artifacts(
+            artifact_filter=ArtifactCollectionFilter(
+                key=ArtifactCollectionFilterKey(any_=["benchmark-r2"])
+            )
+        )
+        progress = client.read_latest_artifacts(
+            artifact_filter=ArtifactCollectionFilter(
+                key=ArtifactCollectionFilterKey(any_=["progress-arm-1-samples"])
+            )
+        )
+    assert len(table) == 1
+    assert table[0].type == "table"
+    assert "prefill/1024" in str(table[0].data)
+    assert "[" in str(table[0].data)
+    assert len(progress) == 1
+    assert progress[0].data == 100.0
