@@ -1,12 +1,14 @@
-"""The few lines `make demo` ends with, read from real records."""
+"""The few lines `make demo` ends with, and the records table at 80 columns, from real records."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from flows.cli import main
+from flows.commands.records import records_table
 from flows.record.brief import brief_lines
 from flows.record.reader import list_records
 
@@ -30,3 +32,14 @@ def test_brief_names_each_verdict_the_headline_changes_and_the_folder() -> None:
 def test_records_brief_prints_them(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["records", "--brief", "--experiments", str(RECORDS)]) == 0
     assert "r2 vs r1: " in capsys.readouterr().out
+
+
+def test_records_fit_80_columns_with_one_row_per_line_pair() -> None:
+    console = Console(width=80, record=True)
+    console.print(records_table(RECORDS, wide=False))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert len(lines) <= 12  # two records: no cell wraps into a column of single words
+    wide = Console(width=200, record=True)
+    wide.print(records_table(RECORDS, wide=True))
+    assert "scenarios" in wide.export_text()
