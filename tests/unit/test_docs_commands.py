@@ -167,6 +167,10 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         "qualify of an overlay of it with trimmed gates, on a private cluster, --no-wait --json",
     ),
     # docs/scheduling-and-promotion.md
+    "sparkgate notify URL [--allow-private]": Elsewhere(
+        f"{INTEGRATION}/test_notify_server.py::test_a_failed_qualification_posts_release_state_and_url",
+        "notify http://127.0.0.1:PORT/hook --allow-private against a real server",
+    ),
     "sparkgate qualify releases/r2.yaml [--no-wait]": Elsewhere(
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "qualify of a trimmed r1 overlay that waits for a decision",
