@@ -90,7 +90,10 @@ def records_table(folder: Path, *, wide: bool) -> Table:
     else:
         columns = ["record", "previous", *(SHORT_GATE_NAMES.get(g, g) for g in GATES), "verdict"]
     for column in columns:
-        table.add_column(column, overflow="fold")
+        # a record name is never wrapped; words are wrapped whole, never cut
+        table.add_column(
+            column, no_wrap=column == "record", overflow="fold" if wide else "ellipsis"
+        )
     for record in reversed(list_records(folder)):
         verdict = record.verdict or record.status
         cells = [gate_cell(record, gate) for gate in GATES]
