@@ -26,6 +26,7 @@ from flows.pipeline.events import StageClock, observer_of_run
 from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.prelude import prepared_cluster, versions
 from flows.pipeline.promote import decide_promotion
+from flows.pipeline.quiet_logs import quiet_failed_states
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.stages import GATES, QUALIFIED, verdict
 from flows.record import write_index
@@ -80,6 +81,7 @@ def qualify_flow(
     """
     release, previous = load_release_and_previous(release_file)
     cluster = load_model(cluster_file, Cluster)
+    quiet_failed_states()
     label_current_run(run_title("qualify", release, cluster), run_tags(release, previous, cluster))
     experiments = project_root() / "experiments"
     stages = StageClock(observer_of_run())
