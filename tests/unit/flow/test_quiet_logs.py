@@ -1,4 +1,4 @@
-"""A failed gate is one line in the run log: Prefect's state dump with 'NoneType: None' is dropped."""
+"""A failed gate is one line in the run log: the state dump with "NoneType: None" is dropped."""
 
 from __future__ import annotations
 
