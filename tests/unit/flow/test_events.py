@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flows.pipeline.events import (
     NullObserver,
     StageClock,
@@ -72,3 +74,22 @@ def test_a_command_hands_its_observer_to_the_flow() -> None:
     finally:
         current_observer.reset(token)
     assert type(observer_of_run()).__name__ == "PrefectLogObserver"
+
+
+def test_ctrl_c_marks_the_running_stage_interrupted_not_failed() -> None:
+    from rich.console import Console  # noqa: PLC0415
+
+    board = StageBoard(Console(quiet=True), "t")
+
+    def interrupted_in_cold_boots() -> None:
+        with board:
+            board.started("determinism")
+            board.finished("determinism", "passed")
+            board.started("cold_boots")
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted_in_cold_boots()
+    assert board.rows["determinism"].status == "passed"
+    assert board.rows["cold_boots"].status == "interrupted"
+    assert board.rows["benchmark"].status == "not run"
