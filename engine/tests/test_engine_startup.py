@@ -136,3 +136,16 @@ def test_rank_with_another_model_is_refused_by_name(start_cluster: Any, tmp_path
     assert "model digest" in failure["reason"]
     assert cluster.wait_exit(1, timeout=60) != 0
     assert "refused" in cluster.wait_event(1, "fatal")["message"]
+
+
+def test_each_rank_runs_on_the_cpus_it_is_given(start_cluster: Any) -> None:
+    cluster = start_cluster(rank_env={0: {"SPARKENGINE_CPUS": "0"}, 1: {"SPARKENGINE_CPUS": "1"}})
+    cluster.wait_ready()
+    for rank, cpu in ((0, 0), (1, 1)):
+        assert os.sched_getaffinity(cluster.procs[rank].pid) == {cpu}
+
+
+def test_a_cpu_list_that_does_not_exist_is_refused_by_name(start_cluster: Any) -> None:
+    cluster = start_cluster(nnodes=1, args=["--cpus", "4096"])
+    assert cluster.wait_exit(0, timeout=60) == 2
+    assert "--cpus [4096]" in cluster.log()
