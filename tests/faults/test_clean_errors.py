@@ -20,7 +20,6 @@ from flows.record.verify import verify
 from flows.record.writer import RecordWriter
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
-
 from tests.unit.record.conftest import (  # noqa: F401 - fixtures used by name
     cluster,
     published,
@@ -150,4 +149,3 @@ def test_a_split_multibyte_character_does_not_lose_the_ready_event(split: int) -
         _read_new(runtime, [watch], lambda event: seen.append(event.name))  # type: ignore[arg-type]
     assert seen == ["weights_loaded", "ready"]
     assert watch.offset == len(data)
-
