@@ -9,13 +9,21 @@ decides whether determinism compares tokens with the previous release.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
 from flows.errors import SpecError
 from flows.settings import project_root
-from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath, shown
+from flows.spec.base import (
+    EnvValue,
+    Problem,
+    SpecContext,
+    SpecModel,
+    SpecPath,
+    confined_out,
+    shown,
+)
 from flows.spec.load import load_model
 
 
@@ -41,11 +49,29 @@ class Build(SpecModel):
     args: dict[str, EnvValue] = Field(default={}, description="Docker build arguments.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
-        """The source tree must exist (checked once the loader made the path absolute)."""
-        del context
+        """The source tree must exist (checked once the loader made the path absolute), and
+        the Dockerfile must be inside it: it is read and hashed into the build."""
+        if confined_out(self.source, context):
+            return []
         if self.source.is_absolute() and not self.source.is_dir():
             return [
                 Problem(("source",), f"no such directory: {shown(self.source)}", "the engine tree")
+            ]
+        if not self.source.is_absolute():
+            return []
+        dockerfile = Path(self.dockerfile)
+        tree = self.source.resolve()
+        if (
+            dockerfile.is_absolute()
+            or self.dockerfile.startswith("~")
+            or not (tree / dockerfile).resolve().is_relative_to(tree)
+        ):
+            return [
+                Problem(
+                    ("dockerfile",),
+                    "leaves the source tree (absolute, `~`, `..` or a symlink out)",
+                    "a path relative to `source`, inside it",
+                )
             ]
         return []
 
@@ -225,7 +251,9 @@ class Release(SpecModel):
 
     kind: Literal["release"] = Field(description="Always `release`.")
     name: str = Field(pattern=NAME, description="Release name; equals the file name.")
-    previous: str | None = Field(description="Previous release name (sibling file) or null.")
+    previous: Annotated[str, Field(pattern=NAME)] | None = Field(
+        description="Previous release name (sibling file) or null."
+    )
     description: str = Field(default="", description="What this release changes.")
     build: Build = Field(description="Where the engine comes from.")
     engine: EngineSettings = Field(default=EngineSettings(), description="Engine settings.")
