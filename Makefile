@@ -17,12 +17,16 @@ $(STAMP): pyproject.toml engine/pyproject.toml
 # Qualify the baseline r1, measure this machine's boot-to-boot noise with an A/A calibration of
 # r1, then qualify r2 against r1, on the local two-node cluster; the records land in
 # experiments/ (`--no-wait`: end "awaiting promotion" instead of waiting for a person).
-demo: setup
+demo:
+	@date +%s > .demo-started
+	@$(MAKE) --no-print-directory setup
 	$(BIN)/sparkgate validate config releases
 	$(BIN)/sparkgate qualify releases/r1.yaml --no-wait
 	$(BIN)/sparkgate calibrate releases/r1.yaml --arms 3
 	$(BIN)/sparkgate qualify releases/r2.yaml --no-wait
-	$(BIN)/sparkgate records
+	@echo
+	@$(BIN)/sparkgate records --brief
+	@echo "demo wall time: $$(( $$(date +%s) - $$(cat .demo-started) )) s, set-up included"
 
 lint: setup
 	$(BIN)/ruff check flows tests engine

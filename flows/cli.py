@@ -51,12 +51,17 @@ def main(argv: list[str] | None = None) -> int:
     except SparkgateError as error:
         err_console.print(str(error), markup=False, highlight=False, soft_wrap=True)
         return error.exit_code
-    except click.exceptions.Exit as done:
-        return done.exit_code
-    except click.ClickException as usage:
-        usage.show()
-        return usage.exit_code
-    except click.exceptions.Abort:
+    except (click.exceptions.Exit, typer.Exit) as done:
+        return int(done.exit_code)
+    except (click.ClickException, typer.TyperException) as usage:
+        # typer >= 0.23 carries its own click: its usage errors derive from TyperException
+        show = getattr(usage, "show", None)
+        if show is not None:
+            show()
+        else:
+            err_console.print(str(usage), markup=False)
+        return int(getattr(usage, "exit_code", 2))
+    except (click.exceptions.Abort, typer.Abort):
         err_console.print("aborted", markup=False)
         return 130
     except KeyboardInterrupt:

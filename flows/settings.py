@@ -40,3 +40,5 @@ def prefect_environment() -> None:
     }
     for name, value in defaults.items():
         os.environ.setdefault(name, value)
+    # Prefect creates its home without parents and warns on a fresh clone; make it first.
+    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)

@@ -97,11 +97,11 @@ class HeadEngine:
         if planned is None:
             return False
         batch, plan = planned
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         self.group.broadcast(Msg.STEP, batch.encode())
         logprobs = self.forward.run(batch)
         self.scheduler.complete(plan, logprobs)
-        self.metrics.observe_step(time.perf_counter() - started)
+        self.metrics.observe_step(time.perf_counter() - started, time.thread_time() - cpu_started)
         self._publish_gauges()
         return True
 

@@ -1,4 +1,10 @@
-"""Prometheus text exposition of rank 0's counters, gauges and step-time histogram."""
+"""Prometheus text exposition of rank 0's counters, gauges and step-time histogram.
+
+Beside each step's wall time, rank 0 reports the CPU time its engine thread spent in the step
+(`sparkengine_step_cpu_seconds`): on a shared machine the wall time also counts the moments the
+operating system ran something else, the CPU time only the engine's own work, which is what a
+release changes (the analogue of kernel time on a GPU).
+"""
 
 from __future__ import annotations
 
@@ -23,10 +29,12 @@ class Metrics:
         self._bucket_counts = [0] * len(STEP_BUCKETS)
         self._step_count = 0
         self._step_sum = 0.0
+        self._step_cpu_sum = 0.0
 
-    def observe_step(self, seconds: float) -> None:
-        """Add one step duration to the histogram."""
+    def observe_step(self, seconds: float, cpu_seconds: float = 0.0) -> None:
+        """Add one step's wall duration to the histogram and its engine-thread CPU time."""
         with self._lock:
+            self._step_cpu_sum += cpu_seconds
             index = bisect.bisect_left(STEP_BUCKETS, seconds)
             if index < len(STEP_BUCKETS):
                 self._bucket_counts[index] += 1
@@ -82,4 +90,11 @@ class Metrics:
             lines.append(f'{name}_bucket{{le="+Inf"}} {self._step_count}')
             lines.append(f"{name}_sum {self._step_sum}")
             lines.append(f"{name}_count {self._step_count}")
+            name = "sparkengine_step_cpu_seconds"
+            lines += [
+                f"# HELP {name} CPU time of rank 0's engine thread in steps.",
+                f"# TYPE {name} summary",
+                f"{name}_sum {self._step_cpu_sum}",
+                f"{name}_count {self._step_count}",
+            ]
         return "\n".join(lines) + "\n"

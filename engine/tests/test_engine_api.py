@@ -181,6 +181,8 @@ def test_metrics_expose_the_contract_names(shared_cluster: Any) -> None:
         "sparkengine_compiles_after_freeze_total",
         "sparkengine_step_seconds_bucket",
         "sparkengine_step_seconds_count",
+        "sparkengine_step_cpu_seconds_sum",
+        "sparkengine_step_cpu_seconds_count",
     ):
         assert f"\n{name}" in text
 

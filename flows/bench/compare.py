@@ -20,6 +20,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.ledger import Ledger
+from flows.bench.policy import GatePolicy
 from flows.bench.report import ArmReport, higher_is_better
 from flows.bench.stats import (
     DEFAULT_TOLERANCE_PCT,
@@ -54,6 +55,7 @@ class PointComparison(BaseModel):
     recipe_regression: bool = Field(description="recipe rule: slower beyond the tolerance")
     arms: ArmEstimate | None = Field(description="arm-level estimate over every arm")
     verdict: Verdict = Field(description="non-inferiority verdict the gate uses")
+    gated: bool = Field(default=True, description="whether this row decides the gate")
 
 
 class Comparison(BaseModel):
@@ -83,14 +85,19 @@ class Comparison(BaseModel):
         return bool(self.missing or self.failed_requests)
 
     @property
+    def gating(self) -> list[PointComparison]:
+        """Rows that decide the gate (the others are reported)."""
+        return [p for p in self.points if p.gated]
+
+    @property
     def regressions(self) -> list[PointComparison]:
-        """Rows whose verdict is slower."""
-        return [p for p in self.points if p.verdict is Verdict.SLOWER]
+        """Gating rows whose verdict is slower."""
+        return [p for p in self.gating if p.verdict is Verdict.SLOWER]
 
     @property
     def inconclusive(self) -> list[PointComparison]:
-        """Rows that could not be decided."""
-        return [p for p in self.points if p.verdict is Verdict.INCONCLUSIVE]
+        """Gating rows that could not be decided."""
+        return [p for p in self.gating if p.verdict is Verdict.INCONCLUSIVE]
 
 
 def session_order(
@@ -110,10 +117,14 @@ def _arm_estimate(
 ) -> ArmEstimate | None:
     arms = []
     for report, candidate in ordered:
-        values = report.points[name].values(metric) if name in report.points else []
+        if name not in report.points:
+            continue  # an added arm that measured only the undecided points
+        values = report.points[name].values(metric)
         if not values or min(values) <= 0:
             return None
         arms.append(Arm(candidate=candidate, values=tuple(values)))
+    if len({arm.candidate for arm in arms}) < 2:
+        return None
     return estimate_arms(
         arms,
         higher_is_better=higher_is_better(metric),
@@ -128,8 +139,12 @@ def compare_arms(
     *,
     ledger: Ledger | None = None,
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+    policy: GatePolicy | None = None,
 ) -> Comparison:
-    """Compare candidate arms with previous arms on every point and gated metric they share.
+    """Compare candidate arms with previous arms on every point and metric they share.
+
+    `policy` says which metrics gate and at what tolerance (default: the engine-level ones);
+    the other rows are decided the same way and reported.
 
     Raises:
         BenchError: if a side has no arm or the arms share no point.
@@ -145,13 +160,16 @@ def compare_arms(
     absent = [name for name in old[0].points if name not in new[0].points]
     missing = [name for name in absent if name.partition("/")[0] in ran]
     not_compared = [name for name in absent if name.partition("/")[0] not in ran]
+    policy = policy or GatePolicy()
+    compared = {m for arm in (new[0], old[0]) for point in arm.points.values() for m in point.gate}
+    gated = policy.gated(compared)
     for name, point in new[0].points.items():
         reference = old[0].points.get(name)
         if reference is None:
             continue
-        for metric in point.gate:
+        for metric in dict.fromkeys([*point.gate, *reference.gate]):
             new_summary, old_summary = point.summary(metric), reference.summary(metric)
-            if new_summary is None and old_summary is not None:
+            if new_summary is None and old_summary is not None and metric in gated:
                 missing.append(f"{name} {metric}")
             if new_summary is None or old_summary is None:
                 continue
@@ -160,9 +178,10 @@ def compare_arms(
             higher = higher_is_better(metric)
             welch = difference(new_summary, old_summary)
             gaps = ledger.for_metric(name, metric) if ledger else []
-            arms = _arm_estimate(ordered, name, metric, gaps, tolerance_pct)
+            tolerance = policy.tolerance_pct(metric, tolerance_pct)
+            arms = _arm_estimate(ordered, name, metric, gaps, tolerance)
             regression = welch is not None and recipe_regression(
-                welch, higher_is_better=higher, tolerance_pct=tolerance_pct
+                welch, higher_is_better=higher, tolerance_pct=tolerance
             )
             rows.append(
                 PointComparison(
@@ -178,6 +197,7 @@ def compare_arms(
                     recipe_regression=regression,
                     arms=arms,
                     verdict=arms.verdict if arms else Verdict.INCONCLUSIVE,
+                    gated=metric in gated,
                 )
             )
     if not rows and not missing:

@@ -6,6 +6,7 @@ The text lines use the recipe's `bench.txt` layout so the two can be read side b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
@@ -13,6 +14,7 @@ from rich.table import Table
 from flows.bench.compare import Comparison, PointComparison
 from flows.bench.report import ArmReport
 from flows.bench.stats import Change, Described
+from flows.bench.variance import Components
 
 _STYLE = {"faster": "green", "level": "cyan", "slower": "bold red", "inconclusive": "yellow"}
 
@@ -107,7 +109,9 @@ def _row(r: PointComparison) -> list[str]:
         f"{welch.pct:+.1f}% {_interval(welch.low, welch.high)}" if welch else "-",
         r.recipe_verdict.value if r.recipe_verdict else "-",
         f"{arms.change_pct:+.1f}% {_interval(arms.low_pct, arms.high_pct)}" if arms else "-",
-        f"[{_STYLE[r.verdict.value]}]{r.verdict.value}[/]",
+        f"[{_STYLE[r.verdict.value]}]{r.verdict.value}[/]"
+        if r.gated
+        else f"[dim]{r.verdict.value} (reported)[/]",
     ]
 
 
@@ -125,6 +129,26 @@ def comparison_table(comparison: Comparison) -> Table:
     table.add_column("verdict")
     for r in comparison.points:
         table.add_row(*_row(r))
+    return table
+
+
+def _sd(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def variance_table(rows: Sequence[Components]) -> Table:
+    """A rich table of noise components per point and metric (percent SD of one arm's mean)."""
+    table = Table(title="noise per point: SD in % (df)")
+    for name in ("point", "metric", "arms", "n/arm", "within", "arm means", "boot", "drift/arm"):
+        table.add_column(name)
+    for r in rows:
+        table.add_row(
+            r.point, r.metric, str(r.arms), f"{r.samples:g}",
+            f"{r.within_sd_pct:.2f} ({r.within_df})",
+            f"{_sd(r.arm_sd_pct)} ({r.boot_df})",
+            _sd(r.boot_sd_pct),
+            "-" if r.drift_pct_per_arm is None else f"{r.drift_pct_per_arm:+.2f}",
+        )  # fmt: skip
     return table
 
 

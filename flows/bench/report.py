@@ -46,6 +46,8 @@ METRICS: dict[str, Direction] = {
     "tpot_p99_ms": Direction.LOWER,
     "cold_ttft_s": Direction.LOWER,
     "warm_ttft_s": Direction.LOWER,
+    "engine_step_ms": Direction.LOWER,
+    "engine_cpu_ms": Direction.LOWER,
 }
 
 
@@ -124,6 +126,10 @@ class Sample(BaseModel):
 
     metrics: dict[str, float] = Field(description="metric name -> value of this sample")
     receipts: list[Receipt] = Field(default_factory=list, description="our raw receipts")
+    engine: dict[str, float] = Field(
+        default_factory=dict,
+        description="growth of the engine's step counters over the sample (steps, seconds)",
+    )
     legacy_receipts: list[dict[str, JsonValue]] = Field(
         default_factory=list, description="raw receipts of an imported recipe report, verbatim"
     )

@@ -25,9 +25,11 @@ from pydantic import JsonValue
 from flows import __version__
 from flows.bench import workloads as wl
 from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
+from flows.bench.policy import CLIENT_METRICS, ENGINE_LEVEL
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
 from flows.engine_api.endpoint import Endpoint
+from flows.engine_api.metrics import SUMMARIES, engine_step_times
 from flows.errors import BenchError
 from flows.lines import LineSink, silent
 from flows.spec.suite import ClosedLoop, Poisson, Prefill, Prefix, SingleStream, StepGrid, Suite
@@ -42,16 +44,6 @@ Tick = Callable[[int, int], None]
 
 def _no_tick(_done: int, _total: int) -> None:
     """No one watches the arm's progress."""
-
-
-GATED_METRICS: dict[str, list[str]] = {
-    "single_stream": ["ttft_p50_s", "tpot_p50_ms"],
-    "closed_loop": ["tps"],
-    "poisson": ["ttft_p50_s", "tpot_p50_ms"],
-    "prefill": ["prefill_tps"],
-    "step_grid": ["step_geomean_ms"],
-    "prefix": ["cold_ttft_s", "warm_ttft_s"],
-}
 
 
 @dataclass
@@ -179,10 +171,20 @@ def measure(ctx: ArmContext, point: str, key: str, fn: SampleFn) -> Sample:
         failed = [r.error for r in receipts if not r.ok]
         if failed:
             ctx.say(f"{point} {key}: {len(failed)} failed request(s): {failed[0]}")
+        ok = wl.all_ok(receipts)
         return Sample(
-            metrics=metrics if wl.all_ok(receipts) else {}, receipts=receipts, attempts=attempt
+            metrics={**metrics, **engine_step_times(before, after)} if ok else {},
+            receipts=receipts,
+            attempts=attempt,
+            engine=_step_counters(before, after),
         )
     raise BenchError(f"{point}: foreign traffic in all {ctx.suite.idle.retries + 1} attempts")
+
+
+def _step_counters(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The raw growth of the engine's step summaries over a sample, kept with the sample."""
+    keys = [f"{name}_{part}" for name in SUMMARIES for part in ("sum", "count")]
+    return {key: after[key] - before[key] for key in keys if key in before and key in after}
 
 
 def _single(ctx: ArmContext, w: SingleStream) -> SampleFn:
@@ -299,13 +301,19 @@ def _run_workload(
     return {
         name: Point(
             workload=kind,
-            gate=GATED_METRICS[kind],
+            gate=compared_metrics(kind, samples_),
             samples=samples_,
             warmup=warmups[name],
             info={"failed_requests": sum(not r.ok for s in samples_ for r in s.receipts)},
         )
         for name, samples_ in collected.items()
     }
+
+
+def compared_metrics(kind: str, samples: list[Sample]) -> list[str]:
+    """The client metrics of the kind, then the engine's step times where it reported them."""
+    reported = [m for m in ENGINE_LEVEL if any(m in sample.metrics for sample in samples)]
+    return [*CLIENT_METRICS[kind], *reported]
 
 
 def _tick(ctx: ArmContext) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from flows.errors import GateFailedError, InconclusiveError
+from flows.errors import GateFailedError, InconclusiveError, SpecError
 from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:
@@ -195,6 +195,24 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
             f"INCONCLUSIVE: {len(comparison.inconclusive)} of {len(comparison.points)} rows "
             "cannot be decided (add arms or A/A ledger entries)"
         )
+
+
+@bench_app.command("variance")
+def variance_command(
+    arms: Annotated[list[Path], typer.Argument(help="arms of one session, in the order run")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON on stdout")] = False,
+) -> None:
+    """Split every point's noise into within-arm, boot-to-boot and drift, with their df."""
+    from flows.bench.present import variance_table  # noqa: PLC0415
+    from flows.bench.variance import decompose_all, roles_of  # noqa: PLC0415
+
+    if len(arms) < 2:
+        raise SpecError("variance needs at least two arms of one session")
+    reports = [_load_arm(p) for p in arms]
+    rows = decompose_all(reports, roles_of(reports))
+    err_console.print(variance_table(rows))
+    if as_json:
+        out_console.print_json(json.dumps([row.model_dump() for row in rows]))
 
 
 @bench_app.command("ledger-add")

@@ -69,6 +69,14 @@ def qualify(
                 not no_wait,
                 return_state=True,
             )  # fmt: skip
+        except KeyboardInterrupt:
+            err_console.print(
+                f"interrupted: `sparkgate qualify {release}` again resumes at the first gate "
+                "without a result (--fresh starts over)",
+                markup=False,
+                highlight=False,
+            )
+            raise
         finally:
             current_observer.reset(token)
     outcome = _outcome(chosen.name, state)

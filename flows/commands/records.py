@@ -49,27 +49,62 @@ def records(
     write: Annotated[
         bool, typer.Option("--write-index", help="Regenerate experiments/README.md too.")
     ] = False,
+    brief: Annotated[
+        bool,
+        typer.Option("--brief", help="A few lines: verdicts, calibration, headline changes."),
+    ] = False,
 ) -> None:
     """List every record: date, release, previous, each gate's verdict and headline numbers."""
     folder = _experiments(experiments)
-    table = Table(title=f"records in {folder}")
-    for column in ("date", "record", "release", "previous", *GATES, "verdict"):
-        table.add_column(column, overflow="fold")
-    for record in reversed(list_records(folder)):
-        verdict = record.verdict or record.status
-        table.add_row(
-            record.date,
-            record.name,
-            record.release_name,
-            record.previous or "-",
-            *(_styled(gate_cell(record, gate)) for gate in GATES),
-            _styled(verdict),
-        )
+    if brief:
+        from flows.pipeline.aa_ledger import CALIBRATION_DIR  # noqa: PLC0415
+        from flows.record.brief import brief_lines  # noqa: PLC0415
+
+        calibrations = list_records(folder / CALIBRATION_DIR)
+        for line in brief_lines(list_records(folder), calibrations, folder):
+            out_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return
+    table = records_table(folder, wide=out_console.width >= WIDE_COLUMNS)
     out_console.print(table)
     for problem in broken_records(folder):
         err_console.print(f"skipped: {problem}", markup=False, highlight=False)
     if write:
         err_console.print(f"wrote {write_index(folder)}", markup=False, highlight=False)
+
+
+WIDE_COLUMNS = 140
+"""Below this terminal width the table shows each gate's outcome word, not its headline."""
+SHORT_GATE_NAMES = {
+    "release_tests": "tests",
+    "determinism": "determ.",
+    "cold_boots": "cold",
+    "benchmark": "bench",
+}
+
+
+def records_table(folder: Path, *, wide: bool) -> Table:
+    """Every record, newest first: full headlines when wide, outcome words when narrow."""
+    table = Table(title=f"records in {folder}")
+    if wide:
+        columns = ["date", "record", "release", "previous", *GATES, "verdict"]
+    else:
+        columns = ["record", "previous", *(SHORT_GATE_NAMES.get(g, g) for g in GATES), "verdict"]
+    for column in columns:
+        # a record name is never wrapped; words are wrapped whole, never cut
+        table.add_column(
+            column, no_wrap=column == "record", overflow="fold" if wide else "ellipsis"
+        )
+    for record in reversed(list_records(folder)):
+        verdict = record.verdict or record.status
+        cells = [gate_cell(record, gate) for gate in GATES]
+        if wide:
+            first = [record.date, record.name, record.release_name, record.previous or "-"]
+        else:
+            first = [record.name, record.previous or "-"]
+            cells = [cell.split(":", 1)[0] for cell in cells]
+            verdict = verdict.split(":", 1)[0]
+        table.add_row(*first, *(_styled(cell) for cell in cells), _styled(verdict))
+    return table
 
 
 def _styled(text: str) -> str:

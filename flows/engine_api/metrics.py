@@ -1,13 +1,57 @@
-"""The engine's Prometheus metrics: scrape text summed per metric name, and the names we read."""
+"""The engine's Prometheus metrics: scrape text summed per metric name, and the names we read.
+
+Besides gauges and counters, an engine may report its own time per step as a histogram or
+summary (`step_seconds`, wall) and the CPU time of those steps (`step_cpu_seconds`): the
+benchmark reads their `_sum` and `_count` around every sample, so a point also gets the engine's
+step time, which the machine's scheduler moves far less than the client's clock.
+"""
 
 from __future__ import annotations
 
-DEFAULT_METRICS = {
-    "running": "sparkengine_requests_running",
-    "waiting": "sparkengine_requests_waiting",
-    "prompt_tokens": "sparkengine_prompt_tokens_total",
-    "generation_tokens": "sparkengine_generation_tokens_total",
-}
+from collections.abc import Mapping
+
+SUMMARIES = ("step_seconds", "step_cpu_seconds")
+"""Profile keys that name a histogram or summary: we read its `_sum` and `_count`."""
+
+
+def scrape_names(profile: Mapping[str, str | None]) -> dict[str, str]:
+    """Keys we read -> exported names; a summary key gives `<key>_sum` and `<key>_count`."""
+    names: dict[str, str] = {}
+    for key, name in profile.items():
+        if not name:
+            continue
+        if key in SUMMARIES:
+            names[f"{key}_sum"], names[f"{key}_count"] = f"{name}_sum", f"{name}_count"
+        else:
+            names[key] = name
+    return names
+
+
+DEFAULT_METRICS = scrape_names(
+    {
+        "running": "sparkengine_requests_running",
+        "waiting": "sparkengine_requests_waiting",
+        "prompt_tokens": "sparkengine_prompt_tokens_total",
+        "generation_tokens": "sparkengine_generation_tokens_total",
+        "step_seconds": "sparkengine_step_seconds",
+        "step_cpu_seconds": "sparkengine_step_cpu_seconds",
+    }
+)
+
+
+def engine_step_times(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Mean engine step time (ms) between two scrapes: wall and CPU, where the engine says.
+
+    Empty when no step ran in between or the engine exports neither summary.
+    """
+    steps = after.get("step_seconds_count", 0.0) - before.get("step_seconds_count", 0.0)
+    out: dict[str, float] = {}
+    if steps <= 0:
+        return out
+    for key, metric in (("step_seconds", "engine_step_ms"), ("step_cpu_seconds", "engine_cpu_ms")):
+        if f"{key}_sum" in before and f"{key}_sum" in after:
+            out[metric] = 1e3 * (after[f"{key}_sum"] - before[f"{key}_sum"]) / steps
+    return {metric: value for metric, value in out.items() if value > 0}
 
 
 def parse_prometheus(text: str) -> dict[str, float]:

@@ -32,6 +32,8 @@ from flows.pipeline.aa_ledger import (
 )
 from flows.pipeline.events import observer_of_run
 from flows.pipeline.prelude import prepared_cluster, versions
+from flows.pipeline.quiet_logs import quiet_failed_states
+from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.settings import project_root
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -136,6 +138,8 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
         raise BenchError(f"--arms {arms}: a calibration needs at least 2 arms")
     release = load_release(release_file)
     cluster = load_model(cluster_file, Cluster)
+    quiet_failed_states()
+    label_current_run(run_title("calibrate", release, cluster), run_tags(release, None, cluster))
     suite = suite_of(release.gates.benchmark)
     experiments = project_root() / "experiments"
     with prepared_cluster(

@@ -53,23 +53,35 @@ class PrefectLogObserver:
 
     The run's logger is taken when the observer is made (inside the flow), so lines said from
     worker threads (a parallel install) still reach the run; outside a run, a plain logger.
+    With `api_only` the lines go to the run's log on the server but not to this terminal (a
+    board already shows them there).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, api_only: bool = False) -> None:
         from prefect import get_run_logger  # noqa: PLC0415 - Prefect only where a run is
         from prefect.exceptions import MissingContextError  # noqa: PLC0415
 
+        from flows.pipeline.artifacts import ProgressArtifacts  # noqa: PLC0415
+
+        self._progress = ProgressArtifacts()
         try:
-            self._logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = get_run_logger()
+            run_logger = get_run_logger()
         except MissingContextError:
-            self._logger = logging.getLogger("sparkgate")
+            self._logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = (
+                logging.getLogger("sparkgate")
+            )
+            return
+        self._logger = run_logger
+        if api_only and isinstance(run_logger, logging.LoggerAdapter):
+            self._logger = logging.LoggerAdapter(_api_only_logger(), run_logger.extra)
 
     def started(self, stage: str) -> None:
         """Log `<stage>: running`."""
         self.note(f"{stage}: running")
 
     def progressed(self, what: str, done: int, total: int) -> None:
-        """Not logged: the stage's notes already say what happens."""
+        """Not logged (the notes say what happens): a progress artifact moves instead."""
+        self._progress.update(what, done, total)
 
     def note(self, line: str) -> None:
         """Log the line at INFO."""
@@ -78,6 +90,45 @@ class PrefectLogObserver:
     def finished(self, stage: str, status: str, detail: str = "") -> None:
         """Log `<stage>: <status> - <detail>`."""
         self.note(f"{stage}: {status}" + (f" - {detail}" if detail else ""))
+
+
+def _api_only_logger() -> logging.Logger:
+    """A logger whose lines reach the Prefect API (the run's log) and nothing else."""
+    from prefect.logging.handlers import APILogHandler  # noqa: PLC0415
+
+    logger = logging.getLogger("sparkgate.run_log")
+    if not any(isinstance(handler, APILogHandler) for handler in logger.handlers):
+        logger.addHandler(APILogHandler())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return logger
+
+
+class Tee:
+    """Every event to each of several observers (the terminal board and the run log)."""
+
+    def __init__(self, *observers: StageObserver) -> None:
+        self.observers = observers
+
+    def started(self, stage: str) -> None:
+        """Forwarded to each."""
+        for observer in self.observers:
+            observer.started(stage)
+
+    def progressed(self, what: str, done: int, total: int) -> None:
+        """Forwarded to each."""
+        for observer in self.observers:
+            observer.progressed(what, done, total)
+
+    def note(self, line: str) -> None:
+        """Forwarded to each."""
+        for observer in self.observers:
+            observer.note(line)
+
+    def finished(self, stage: str, status: str, detail: str = "") -> None:
+        """Forwarded to each."""
+        for observer in self.observers:
+            observer.finished(stage, status, detail)
 
 
 class StageClock:
@@ -124,5 +175,11 @@ current_observer: ContextVar[StageObserver | None] = ContextVar("current_observe
 
 
 def observer_of_run() -> StageObserver:
-    """The observer the running command set, else one writing to the Prefect run log."""
-    return current_observer.get() or PrefectLogObserver()
+    """The run log, and the observer the running command set (its terminal board) beside it.
+
+    One source, two sinks: what the terminal shows is also in the run's log on the server.
+    """
+    command = current_observer.get()
+    if command is None:
+        return PrefectLogObserver()
+    return Tee(command, PrefectLogObserver(api_only=True))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact
 from prefect.client.schemas.objects import State
 from prefect.states import Failed
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,10 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.bench.compare import SessionDecision
 from flows.gates.base import GateResult
 from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.pipeline.artifacts import publish_benchmark, publish_record
 from flows.pipeline.events import StageClock, observer_of_run
 from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.prelude import prepared_cluster, versions
 from flows.pipeline.promote import decide_promotion
+from flows.pipeline.quiet_logs import quiet_failed_states
+from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.stages import GATES, QUALIFIED, verdict
 from flows.record import write_index
 from flows.settings import project_root
@@ -79,6 +81,8 @@ def qualify_flow(
     """
     release, previous = load_release_and_previous(release_file)
     cluster = load_model(cluster_file, Cluster)
+    quiet_failed_states()
+    label_current_run(run_title("qualify", release, cluster), run_tags(release, previous, cluster))
     experiments = project_root() / "experiments"
     stages = StageClock(observer_of_run())
     stages.finished("validate", "passed", f"{release.name} on {cluster.name}")
@@ -96,7 +100,11 @@ def qualify_flow(
     stages.started("record")
     published = record.publish(verdict=text, stage_order=list(GATES), versions=versions(), notes="")
     write_index(experiments)
-    _artifact(release.name, published)
+    publish_record(release.name, published)
+    benchmarked = results.get("benchmark")
+    points = benchmarked.summary_as(BenchmarkSummary) if benchmarked is not None else None
+    if points is not None:
+        publish_benchmark(release.name, points)
     stages.finished("record", "passed", str(published))
     outcome = QualifyOutcome(
         release=release.name,
@@ -119,14 +127,6 @@ def benchmark_decision(results: dict[str, GateResult]) -> str:
     result = results.get("benchmark")
     summary = result.summary_as(BenchmarkSummary) if result is not None else None
     return summary.decision or "" if summary is not None else ""
-
-
-def _artifact(release: str, published: Path) -> None:
-    readme = published / "README.md"
-    if not readme.is_file():
-        return
-    key = "record-" + "".join(c if c.isalnum() else "-" for c in release.lower())
-    create_markdown_artifact(readme.read_text(), key=key, description=f"record of {release}")
 
 
 def _command(release_file: str) -> str:

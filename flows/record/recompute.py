@@ -45,7 +45,9 @@ def benchmark_problems(stage_dir: Path, summary: BenchmarkSummary, max_arms: int
         reports = [read_arm(arm_folder(stage_dir, i, role)) for i, role in enumerate(roles, 1)]
         new = [r for r, role in zip(reports, roles, strict=True) if role == "candidate"]
         old = [r for r, role in zip(reports, roles, strict=True) if role == "previous"]
-        comparison = compare_arms(new, old, tolerance_pct=summary.tolerance * 100)
+        comparison = compare_arms(
+            new, old, tolerance_pct=summary.tolerance * 100, policy=summary.policy()
+        )
     except (SparkgateError, ValueError) as error:
         return [f"benchmark: the raw arms cannot be compared again: {error}"]
     decision = session_decision(comparison, len(roles), max_arms)

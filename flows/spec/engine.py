@@ -120,6 +120,14 @@ class Metrics(SpecModel):
     compiles: str | None = Field(
         default=None, description="Counter of compiles after preparation, if exported."
     )
+    step_seconds: str | None = Field(
+        default=None,
+        description="Histogram or summary (base name) of the engine's own time per step.",
+    )
+    step_cpu_seconds: str | None = Field(
+        default=None,
+        description="Summary (base name) of the CPU time of those steps, if exported.",
+    )
 
 
 class EngineProfile(SpecModel):

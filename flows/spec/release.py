@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
+from flows.bench.policy import KNOWN_METRICS, GatePolicy
 from flows.errors import SpecError
 from flows.settings import project_root
 from flows.spec.base import (
@@ -49,16 +50,14 @@ class Build(SpecModel):
     args: dict[str, EnvValue] = Field(default={}, description="Docker build arguments.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
-        """The source tree must exist (checked once the loader made the path absolute), and
-        the Dockerfile must be inside it: it is read and hashed into the build."""
-        if confined_out(self.source, context):
-            return []
-        if self.source.is_absolute() and not self.source.is_dir():
+        """The source tree must exist when loaded from a file (a record's copy is not rebuilt),
+        and the Dockerfile must be inside it: it is read and hashed into the build."""
+        if context is None or not self.source.is_absolute() or confined_out(self.source, context):
+            return []  # a path outside the project is refused by the loader, unprobed
+        if not self.source.is_dir():
             return [
                 Problem(("source",), f"no such directory: {shown(self.source)}", "the engine tree")
             ]
-        if not self.source.is_absolute():
-            return []
         dockerfile = Path(self.dockerfile)
         tree = self.source.resolve()
         if (
@@ -204,11 +203,33 @@ class BenchmarkGate(GateSettings):
     )
     max_arms: int = Field(default=7, ge=2, description="Most arms when undecided.")
     tolerance: float = Field(default=0.03, gt=0, lt=1, description="Allowed slowdown.")
+    gate_metrics: list[str] | None = Field(
+        default=None,
+        description=(
+            "Metrics that decide the gate (e.g. engine_cpu_ms, tpot_p50_ms); the rest are "
+            "reported. Default: the engine's CPU time per step, else its wall time per step, "
+            "else every client metric."
+        ),
+    )
+    tolerances: dict[str, Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=dict, description="Allowed slowdown per metric, overriding tolerance."
+    )
+
+    def policy(self) -> GatePolicy:
+        """The gate policy these settings describe."""
+        metrics = tuple(self.gate_metrics) if self.gate_metrics is not None else None
+        return GatePolicy(
+            metrics=metrics, tolerances_pct={k: 100 * v for k, v in self.tolerances.items()}
+        )
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Both releases must be measured, and max_arms must allow the first session."""
         del context
         found: list[Problem] = []
+        known = ", ".join(sorted(KNOWN_METRICS))
+        for metric in [*(self.gate_metrics or []), *self.tolerances]:
+            if metric not in KNOWN_METRICS:
+                found.append(Problem(("gate_metrics",), f"unknown metric {metric!r}", known))
         if {"candidate", "previous"} - set(self.arms):
             found.append(Problem(("arms",), "needs both arms", "candidate and previous"))
         if self.max_arms < len(self.arms):

@@ -28,6 +28,7 @@ _COLOURS = {
     "cached": "green",
     "skipped": "yellow",
     "failed": "bold red",
+    "interrupted": "bold yellow",
     "not run": "dim",
 }
 
@@ -63,9 +64,12 @@ class StageBoard:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        stopped = (
+            "interrupted" if kind is not None and issubclass(kind, KeyboardInterrupt) else "failed"
+        )
         for row in self.rows.values():
             if row.status in ("pending", "running"):
-                row.status = "not run" if row.status == "pending" else "failed"
+                row.status = "not run" if row.status == "pending" else stopped
         if self._live is not None:
             self._live.update(self.render())
             self._live.__exit__(kind, value, traceback)

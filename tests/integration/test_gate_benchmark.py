@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from flows.bench.policy import CLIENT_METRICS
 from flows.bench.report import read_arm
-from flows.bench.runner import GATED_METRICS
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext, GateResult, Outcome
@@ -89,8 +89,8 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     assert compared["new"] == ["1-candidate", "3-candidate"]
     assert compared["old"] == ["2-previous"]
     points = _summary(result)["points"]
-    expected = {("single/c1", metric) for metric in GATED_METRICS["single_stream"]}
-    expected |= {("streams/c2", metric) for metric in GATED_METRICS["closed_loop"]}
+    expected = {("single/c1", metric) for metric in CLIENT_METRICS["single_stream"]}
+    expected |= {("streams/c2", metric) for metric in CLIENT_METRICS["closed_loop"]}
     assert {(p["point"], p["unit"]) for p in points} == expected
     for point in points:
         assert point["verdict"] in ("faster", "level", "slower", "inconclusive")

@@ -167,6 +167,10 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         "qualify of an overlay of it with trimmed gates, on a private cluster, --no-wait --json",
     ),
     # docs/scheduling-and-promotion.md
+    "sparkgate notify URL [--allow-private]": Elsewhere(
+        f"{INTEGRATION}/test_notify_server.py::test_a_failed_qualification_posts_release_state_and_url",
+        "notify http://127.0.0.1:PORT/hook --allow-private against a real server",
+    ),
     "sparkgate qualify releases/r2.yaml [--no-wait]": Elsewhere(
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "qualify of a trimmed r1 overlay that waits for a decision",
@@ -236,6 +240,18 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     "sparkgate bench ledger-add C1 C2 --ledger L.json": Elsewhere(
         COMPARE_CLI,
         "ledger-add of two A/A arms before the compare",
+    ),
+    "sparkgate bench variance ARM ARM [ARM ...] [--json]": Elsewhere(
+        "tests/unit/bench/test_variance.py::test_the_variance_command_prints_the_table",
+        "bench variance of three written arms",
+    ),
+    "python -m flows.bench.research.sessions_mc [--sessions 400]": Here(
+        says="A/A sessions called slower",
+        argv=("python", "-m", "flows.bench.research.sessions_mc", "--sessions", "10"),
+    ),
+    "python -m flows.bench.research.sessions RELEASE [--previous P] [--sessions N]": Elsewhere(
+        f"{INTEGRATION}/test_sessions_script.py::test_one_aa_session_is_run_and_kept",
+        "one A/A session of a trimmed r1 with the short suite on a private cluster",
     ),
     "python -m flows.bench.research.montecarlo [--sessions 4000]": Here(
         says="false-positive",

@@ -19,7 +19,9 @@ from flows.gates.benchmark.summary import PointRow
 
 NAME = "benchmark"
 Role = Literal["candidate", "previous"]
-MeasureArm = Callable[[int, Role], ArmReport]
+Focus = frozenset[str] | None
+"""The points an added arm must measure (None: the whole suite)."""
+MeasureArm = Callable[[int, Role, Focus], ArmReport]
 Compare = Callable[[list[ArmReport], list[ArmReport]], Comparison]
 
 
@@ -60,13 +62,16 @@ def run_session(
 ) -> Session:
     """Run the first arms, then decide; while undecided add the next interleaved arm.
 
-    `measure(index, role)` measures arm `index` (from 1); `may_add()` False (e.g. past the gate's
-    time limit) stops adding, which leaves an undecided session failed as inconclusive.
+    `measure(index, role, focus)` measures arm `index` (from 1): the first arms the whole suite
+    (focus None), every added arm only the points still undecided (a sequential plan: arms are
+    spent where they can still change a decision; a decided point keeps the estimate of the arms
+    it was decided on, a prefix of the session). `may_add()` False (e.g. past the gate's time
+    limit) stops adding, which leaves an undecided session failed as inconclusive.
     """
     roles: list[Role] = []
     reports: list[ArmReport] = []
     for planned in first:
-        reports.append(measure(len(roles) + 1, planned))
+        reports.append(measure(len(roles) + 1, planned, None))
         roles.append(planned)
     while True:
         new = [r for r, kind in zip(reports, roles, strict=True) if kind == "candidate"]
@@ -79,7 +84,8 @@ def run_session(
         if not may_add():
             return Session(roles, reports, comparison, SessionDecision.FAIL_INCONCLUSIVE, True)
         role: Role = "previous" if decision is SessionDecision.ADD_PREVIOUS else "candidate"
-        reports.append(measure(len(roles) + 1, role))
+        focus = frozenset(row.point for row in comparison.inconclusive)
+        reports.append(measure(len(roles) + 1, role, focus))
         roles.append(role)
 
 
@@ -107,6 +113,7 @@ def points_summary(session: Session) -> list[PointRow]:
             low=row.arms.low_pct if row.arms else None,
             high=row.arms.high_pct if row.arms else None,
             verdict=row.verdict.value,
+            gated=row.gated,
         )
         for row in session.comparison.points
     ]
@@ -122,10 +129,12 @@ def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
     """The one line a person reads first, naming the points that decided."""
     comparison, arms = session.comparison, len(session.roles)
     if session.decision is SessionDecision.PASS:
-        faster = sum(p.verdict.value == "faster" for p in comparison.points)
+        gating = comparison.gating
+        faster = sum(p.verdict.value == "faster" for p in gating)
+        metrics = ", ".join(sorted({p.metric for p in gating}))
         return (
-            f"no point slower than {tolerance_pct:g}% over {arms} arms "
-            f"({faster} faster, {len(comparison.points) - faster} level)"
+            f"no point slower than {tolerance_pct:g}% in {metrics} over {arms} arms "
+            f"({faster} faster, {len(gating) - faster} level)"
         )
     if session.decision is SessionDecision.FAIL_LOST:
         lost = [

@@ -23,11 +23,13 @@ from flows.bench.present import plot_changes, recipe_text
 from flows.bench.report import ArmReport, read_arm, write_arm
 from flows.bench.runner import run_arm, suite_digest
 from flows.cluster.boot.session import load_session, start_release, stop_session
-from flows.engine_api.endpoint import DEFAULT_METRICS, Endpoint
+from flows.engine_api.endpoint import Endpoint
+from flows.engine_api.metrics import scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
 from flows.gates.benchmark.rules import (
     NAME,
+    Focus,
     Role,
     arm_folder,
     order_problem,
@@ -61,8 +63,11 @@ def suite_file(name: str) -> Path:
 def _endpoint(context: GateContext) -> Endpoint:
     """The head's API with the metric names of the cluster's engine profile."""
     metrics = context.cluster.engine.metrics
-    wanted = metrics.model_dump(exclude={"path"})
-    names = {k: wanted[k] for k in DEFAULT_METRICS if isinstance(wanted.get(k), str)}
+    names = scrape_names(
+        metrics.model_dump(
+            exclude={"path", "compiles", "prefix_cache_queries", "prefix_cache_hits"}
+        )
+    )
     return Endpoint(api_base_url(context.cluster), metric_names=names, metrics_path=metrics.path)
 
 
@@ -94,10 +99,24 @@ def finished_arm(folder: Path, release: str, role: Role, suite: Suite) -> ArmRep
     return report if same and report.aborted is None and report.finished_utc else None
 
 
-def measure_arm(
-    context: GateContext, suite: Suite, out_dir: Path, index: int, role: Role
+def focused(suite: Suite, focus: Focus) -> Suite:
+    """The suite cut to the workloads of the points in `focus` (all of it for None)."""
+    if focus is None:
+        return suite
+    names = {point.partition("/")[0] for point in focus}
+    return suite.model_copy(update={"workloads": [w for w in suite.workloads if w.name in names]})
+
+
+def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
+    context: GateContext,
+    suite: Suite,
+    out_dir: Path,
+    index: int,
+    role: Role,
+    focus: Focus = None,
 ) -> ArmReport:
-    """Boot the arm's release fresh, run the suite on it, stop it, write arm.json at once."""
+    """Boot the arm's release fresh, run the suite (or its `focus`) on it, write arm.json."""
+    suite = focused(suite, focus)
     release: Release | None = context.release if role == "candidate" else context.previous
     if release is None:
         raise BenchError("a previous arm needs a previous release")
@@ -165,7 +184,9 @@ class BenchmarkRunner:
         tolerance_pct = settings.tolerance * 100
 
         def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
-            return compare_arms(new, old, ledger=inputs, tolerance_pct=tolerance_pct)
+            return compare_arms(
+                new, old, ledger=inputs, tolerance_pct=tolerance_pct, policy=settings.policy()
+            )
 
         def on_compare(comparison: Comparison, decision: SessionDecision, arms: int) -> None:
             files.write_text("compare.json", comparison.model_dump_json(indent=1) + "\n")
@@ -175,7 +196,9 @@ class BenchmarkRunner:
         try:
             session = run_session(
                 settings.arms, settings.max_arms,
-                lambda index, role: measure_arm(context, suite, out_dir, index, role),
+                lambda index, role, focus: measure_arm(
+                    context, suite, out_dir, index, role, focus
+                ),
                 compare,
                 may_add=lambda: time.monotonic() - began < settings.timeout_s,
                 on_compare=on_compare,
@@ -200,6 +223,8 @@ class BenchmarkRunner:
                 tolerance=settings.tolerance,
                 decision=session.decision.value,
                 ledger_gaps=session.comparison.ledger_gaps,
+                gate_metrics=settings.gate_metrics,
+                tolerances=settings.tolerances,
                 points=points_summary(session),
             ),
         )

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from flows.bench.policy import GatePolicy
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -23,6 +25,7 @@ class PointRow(BaseModel):
     low: float | None = None
     high: float | None = None
     verdict: str = "inconclusive"
+    gated: bool = True
 
 
 class BenchmarkSummary(BaseModel):
@@ -35,7 +38,16 @@ class BenchmarkSummary(BaseModel):
     tolerance: float = 0.03
     decision: str | None = None
     ledger_gaps: int = 0
+    gate_metrics: list[str] | None = None
+    tolerances: dict[str, float] = {}
     points: list[PointRow] = []
+
+    def policy(self) -> GatePolicy:
+        """The gate policy the session used (None: the engine-level default), to recompute it."""
+        metrics = tuple(self.gate_metrics) if self.gate_metrics is not None else None
+        return GatePolicy(
+            metrics=metrics, tolerances_pct={k: 100 * v for k, v in self.tolerances.items()}
+        )
 
 
 class CalibrationSummary(BaseModel):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flows.pipeline.events import (
     NullObserver,
     StageClock,
     StageObserver,
+    Tee,
     current_observer,
     observer_of_run,
 )
@@ -64,7 +67,29 @@ def test_a_command_hands_its_observer_to_the_flow() -> None:
     seen = Recorder()
     token = current_observer.set(seen)
     try:
-        assert observer_of_run() is seen
+        tee = observer_of_run()
+        assert isinstance(tee, Tee)
+        assert tee.observers[0] is seen
+        assert type(tee.observers[1]).__name__ == "PrefectLogObserver"
     finally:
         current_observer.reset(token)
     assert type(observer_of_run()).__name__ == "PrefectLogObserver"
+
+
+def test_ctrl_c_marks_the_running_stage_interrupted_not_failed() -> None:
+    from rich.console import Console  # noqa: PLC0415
+
+    board = StageBoard(Console(quiet=True), "t")
+
+    def interrupted_in_cold_boots() -> None:
+        with board:
+            board.started("determinism")
+            board.finished("determinism", "passed")
+            board.started("cold_boots")
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted_in_cold_boots()
+    assert board.rows["determinism"].status == "passed"
+    assert board.rows["cold_boots"].status == "interrupted"
+    assert board.rows["benchmark"].status == "not run"

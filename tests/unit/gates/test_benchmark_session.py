@@ -14,6 +14,7 @@ from flows.bench.runner import suite_digest
 from flows.gates.base import GateContext, Outcome
 from flows.gates.benchmark import runner as benchmark
 from flows.gates.benchmark.rules import (
+    Focus,
     Role,
     order_problem,
     points_summary,
@@ -52,10 +53,15 @@ class Bench:
         self.levels: dict[Role, list[float]] = {"candidate": candidate, "previous": previous}
         self.ran: list[tuple[int, Role]] = []
 
-    def measure(self, index: int, role: Role) -> ArmReport:
+    def measure(self, index: int, role: Role, focus: Focus = None) -> ArmReport:
         level = self.levels[role][sum(1 for _, r in self.ran if r == role)]
         self.ran.append((index, role))
-        return arm(f"{index}-{role}", tps=100 * level, ttft=0.2 / level)
+        report = arm(f"{index}-{role}", tps=100 * level, ttft=0.2 / level)
+        if focus is None:
+            return report
+        return report.model_copy(
+            update={"points": {k: v for k, v in report.points.items() if k in focus}}
+        )
 
 
 def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
@@ -155,10 +161,15 @@ def test_run_benchmark_writes_arms_compare_and_summary(
     bench = Bench(candidate=[0.80] * 7, previous=[1.0] * 7)
 
     def fake_measure(
-        context: GateContext, suite: object, out_dir: Path, index: int, role: Role
+        context: GateContext,
+        suite: object,
+        out_dir: Path,
+        index: int,
+        role: Role,
+        focus: Focus = None,
     ) -> ArmReport:
         del context, suite
-        report = bench.measure(index, role)
+        report = bench.measure(index, role, focus)
         folder = benchmark.arm_folder(out_dir, index, role)
         folder.mkdir(parents=True)
         (folder / "arm.json").write_text(report.model_dump_json())
@@ -177,7 +188,7 @@ def test_run_benchmark_writes_arms_compare_and_summary(
     assert summary.tolerance == 0.03
     row = summary.points[0].model_dump()
     assert set(row) == {"point", "unit", "higher_is_better", "previous", "candidate", "change",
-                        "low", "high", "verdict"}  # fmt: skip
+                        "low", "high", "verdict", "gated"}  # fmt: skip
     by_unit = {r.unit: r for r in summary.points}
     assert by_unit["tps"].candidate == pytest.approx(80.0)
     assert by_unit["tps"].previous == pytest.approx(100.0)
@@ -246,3 +257,31 @@ def test_a_missing_or_unreadable_arm_is_measured_again(tmp_path: Path) -> None:
     assert finished_arm(tmp_path, "r2", "candidate", _suite(3)) is None
     (tmp_path / "arm.json").write_text("{half")
     assert finished_arm(tmp_path, "r2", "candidate", _suite(3)) is None
+
+
+def test_added_arms_measure_only_the_points_still_undecided() -> None:
+    # single/p is clearly faster from the first three arms; streams/c2 swings by 20 % per boot.
+    swings = iter([1.0, 1.2, 0.8, 1.15, 0.85, 1.1, 0.9])
+    focuses: list[frozenset[str] | None] = []
+
+    def measure(index: int, role: Role, focus: Focus) -> ArmReport:
+        focuses.append(focus)
+        level = 0.8 if role == "candidate" else 1.0
+        report = arm(f"{index}-{role}", tps=100 * next(swings), ttft=0.2 * level)
+        if focus is None:
+            return report
+        return report.model_copy(
+            update={"points": {k: v for k, v in report.points.items() if k in focus}}
+        )
+
+    session = run_session(FIRST, 5, measure, compare)
+
+    assert focuses[:3] == [None, None, None]
+    assert focuses[3:] == [frozenset({"streams/c2"})] * 2
+    assert all(set(r.points) == {"streams/c2"} for r in session.reports[3:])
+    rows = {row.point: row for row in session.comparison.points}
+    assert rows["single/p"].verdict.value == "faster"
+    assert rows["single/p"].arms is not None
+    assert rows["single/p"].arms.arms == 3  # decided on the first session's arms
+    assert rows["streams/c2"].arms is not None
+    assert rows["streams/c2"].arms.arms == 5

@@ -11,7 +11,7 @@ from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.cluster.boot.timeline import BootTimeline, RankTimeline
 from flows.gates.base import GateContext, GateResult, Outcome
-from flows.gates.benchmark.rules import Role, arm_folder, points_summary, run_session
+from flows.gates.benchmark.rules import Focus, Role, arm_folder, points_summary, run_session
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.cold_boots.rules import (
     BootObservation,
@@ -50,7 +50,8 @@ def _bench_stage(out: Path) -> GateResult:
     }
     ran: list[str] = []
 
-    def measure(index: int, role: Role) -> ArmReport:
+    def measure(index: int, role: Role, focus: Focus) -> ArmReport:
+        del focus  # every arm measures the one point
         report = _arm(f"{index}-{role}", levels[role][ran.count(role)])
         ran.append(role)
         write_arm(report, arm_folder(out, index, role))

@@ -1,0 +1,101 @@
+"""The gate policy: engine-level step times decide by default, client metrics are reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.bench.compare import compare_arms
+from flows.bench.policy import GatePolicy
+from flows.bench.report import ArmReport, Point, Sample
+from flows.engine_api.metrics import engine_step_times, scrape_names
+from flows.errors import SpecError
+from flows.spec.release import BenchmarkGate
+
+
+def arm(label: str, cpu_ms: float | None, tpot_ms: float) -> ArmReport:
+    """One single-stream point with a client TPOT and, if given, the engine's CPU per step."""
+    samples = []
+    for factor in (0.999, 1.0, 1.001):
+        metrics = {"tpot_p50_ms": tpot_ms * factor}
+        if cpu_ms is not None:
+            metrics["engine_cpu_ms"] = cpu_ms * factor
+        samples.append(Sample(metrics=metrics))
+    gate = ["tpot_p50_ms", *(["engine_cpu_ms"] if cpu_ms is not None else [])]
+    return ArmReport(
+        label=label, source="sparkgate", url="http://127.0.0.1:1", suite="tiny",
+        started_utc="2026-12-03T00:00:00+00:00",
+        points={"single/c1": Point(workload="single_stream", gate=gate, samples=samples)},
+    )  # fmt: skip
+
+
+def test_the_default_gates_on_the_engine_cpu_time_when_the_engine_reports_it() -> None:
+    assert GatePolicy().gated({"tpot_p50_ms", "engine_step_ms", "engine_cpu_ms"}) == {
+        "engine_cpu_ms"
+    }
+    assert GatePolicy().gated({"tpot_p50_ms", "engine_step_ms"}) == {"engine_step_ms"}
+    assert GatePolicy().gated({"tpot_p50_ms", "tps"}) == {"tpot_p50_ms", "tps"}
+    assert GatePolicy(metrics=("tps",)).gated({"tps", "engine_cpu_ms"}) == {"tps"}
+
+
+def test_a_noisy_client_metric_is_reported_while_the_engine_decides() -> None:
+    # The client saw 30 % swings between boots (scheduler noise); the engine's CPU did not move.
+    new = [arm("C1", 10.0, 20.0), arm("C2", 10.0, 14.0)]
+    old = [arm("P1", 10.0, 18.0)]
+    comparison = compare_arms(new, old, tolerance_pct=3.0)
+    rows = {row.metric: row for row in comparison.points}
+    assert rows["engine_cpu_ms"].gated
+    assert not rows["tpot_p50_ms"].gated
+    assert rows["engine_cpu_ms"].verdict.value == "level"
+    assert rows["tpot_p50_ms"].verdict.value == "inconclusive"
+    assert comparison.inconclusive == []
+    assert comparison.regressions == []
+
+
+def test_a_slower_engine_is_slower_even_when_the_client_metric_is_level() -> None:
+    new = [arm("C1", 10.5, 18.0), arm("C2", 10.5, 18.0)]
+    old = [arm("P1", 10.0, 18.0)]
+    comparison = compare_arms(new, old, tolerance_pct=3.0)
+    assert [row.metric for row in comparison.regressions] == ["engine_cpu_ms"]
+
+
+def test_a_candidate_that_stops_reporting_the_gated_metric_lost_it() -> None:
+    comparison = compare_arms(
+        [arm("C1", None, 18.0), arm("C2", None, 18.0)], [arm("P1", 10.0, 18.0)], tolerance_pct=3.0
+    )
+    assert comparison.missing == ["single/c1 engine_cpu_ms"]
+    assert comparison.failed
+
+
+def test_a_metric_tolerance_overrides_the_gates() -> None:
+    new = [arm("C1", 10.5, 18.0), arm("C2", 10.5, 18.0)]
+    old = [arm("P1", 10.0, 18.0)]
+    policy = GatePolicy(tolerances_pct={"engine_cpu_ms": 10.0})
+    comparison = compare_arms(new, old, tolerance_pct=3.0, policy=policy)
+    assert comparison.regressions == []
+    assert comparison.inconclusive == []
+
+
+def test_engine_step_times_are_the_mean_per_step_between_two_scrapes() -> None:
+    names = scrape_names({"running": "r", "step_seconds": "s", "step_cpu_seconds": "c"})
+    assert names == {
+        "running": "r",
+        "step_seconds_sum": "s_sum",
+        "step_seconds_count": "s_count",
+        "step_cpu_seconds_sum": "c_sum",
+        "step_cpu_seconds_count": "c_count",
+    }
+    before = {"step_seconds_sum": 1.0, "step_seconds_count": 10, "step_cpu_seconds_sum": 0.8}
+    after = {"step_seconds_sum": 1.5, "step_seconds_count": 20, "step_cpu_seconds_sum": 1.2}
+    assert engine_step_times(before, after) == pytest.approx(
+        {"engine_step_ms": 50.0, "engine_cpu_ms": 40.0}
+    )
+    assert engine_step_times(before, before) == {}
+    assert engine_step_times({}, {}) == {}
+
+
+def test_a_release_naming_an_unknown_metric_is_refused() -> None:
+    with pytest.raises((SpecError, ValueError), match="unknown metric 'tokens_per_joule'"):
+        BenchmarkGate(gate_metrics=["tokens_per_joule"])
+    assert BenchmarkGate(gate_metrics=["tps"], tolerances={"tps": 0.05}).policy() == GatePolicy(
+        metrics=("tps",), tolerances_pct={"tps": 5.0}
+    )

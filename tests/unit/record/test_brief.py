@@ -1,0 +1,49 @@
+"""The few lines `make demo` ends with, and the records table at 80 columns, from real records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from flows.cli import main
+from flows.commands.records import records_table
+from flows.record.brief import brief_lines
+from flows.record.reader import list_records
+
+RECORDS = Path(__file__).resolve().parents[2] / "data" / "records" / "schema-1"
+
+
+def test_brief_names_each_verdict_the_headline_changes_and_the_folder() -> None:
+    records = list_records(RECORDS)
+    lines = brief_lines(records, [], RECORDS)
+    assert lines[0].startswith("r1: ")
+    assert lines[1].startswith("r2: ")
+    assert "(against r1)" in lines[1]
+    headline = next(line for line in lines if line.startswith("r2 vs r1: "))
+    assert "arms; largest gated changes [95% interval]:" in headline
+    changes = lines[lines.index(headline) + 1 : -1]
+    assert 1 <= len(changes) <= 3
+    assert all("%" in line and "[" in line for line in changes)
+    assert lines[-1].startswith(f"records: {RECORDS}")
+
+
+def test_records_brief_prints_them(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["records", "--brief", "--experiments", str(RECORDS)]) == 0
+    assert "r2 vs r1: " in capsys.readouterr().out
+
+
+def test_records_fit_80_columns_with_one_row_per_line_pair() -> None:
+    console = Console(width=80, record=True)
+    console.print(records_table(RECORDS, wide=False))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert len(lines) <= 12  # two records: no cell wraps into a column of single words
+    text = "\n".join(lines)
+    assert "2026-12-03-r2" in text  # a record name is never wrapped
+    assert "2026-12-03-r1" in text
+    assert all(word in text.split() for word in ("failed", "benchmark", "qualified"))
+    wide = Console(width=200, record=True)
+    wide.print(records_table(RECORDS, wide=True))
+    assert "scenarios" in wide.export_text()
