@@ -201,21 +201,49 @@ def write_arm(report: ArmReport, out_dir: Path) -> Path:
     return path
 
 
+class ArmFileError(BenchError):
+    """An arm file that cannot be an arm report (not UTF-8, not JSON, NaN, wrong shape): bad
+    input like a bad spec, so it exits 2 with the file named, never with a traceback."""
+
+    exit_code = 2
+
+
+MAX_ARM_BYTES = 256 << 20
+"""Upper bound on an arm file read into memory (real arms are a few MB)."""
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def read_arm(path: Path) -> ArmReport:
     """Read an arm report from a file or a directory holding `arm.json`.
 
     Raises:
-        BenchError: if it is missing or is not an arm report.
+        BenchError: if it is missing; ArmFileError if it is not an arm report.
     """
     file = path / ARM_FILE if path.is_dir() else path
     try:
-        data = json.loads(file.read_text())
-        return ArmReport.model_validate(data)
+        with file.open("rb") as stream:
+            raw = stream.read(MAX_ARM_BYTES + 1)
     except FileNotFoundError as error:
         raise BenchError(f"{file}: no such benchmark report") from error
+    except OSError as error:
+        raise ArmFileError(f"{file}: cannot read: {error.strerror}") from error
+    if len(raw) > MAX_ARM_BYTES:
+        raise ArmFileError(f"{file}: larger than {MAX_ARM_BYTES} bytes, not an arm report")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        return ArmReport.model_validate(data)
+    except UnicodeDecodeError as error:
+        raise ArmFileError(f"{file}: not UTF-8 text (byte {error.start}), not JSON") from error
     except json.JSONDecodeError as error:
-        raise BenchError(f"{file}:{error.lineno}: not JSON: {error.msg}") from error
+        raise ArmFileError(f"{file}:{error.lineno}: not JSON: {error.msg}") from error
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise BenchError(f"{file}: not a sparkgate arm report: {where}: {first['msg']}") from error
+        raise ArmFileError(
+            f"{file}: not a sparkgate arm report: {where}: {first['msg']}"
+        ) from error
+    except (ValueError, RecursionError) as error:
+        raise ArmFileError(f"{file}: not a sparkgate arm report: {error}") from error

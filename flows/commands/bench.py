@@ -30,7 +30,7 @@ def _load_arm(path: Path) -> ArmReport:
     if path.is_file():
         try:
             head = json.loads(path.read_text())
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON: read_arm says so, exit 2
             head = None
         if isinstance(head, dict) and head.get("schema") == RECIPE_SCHEMA:
             return import_recipe_report(path)

@@ -4,8 +4,9 @@ A scheduled run has no terminal to print a spec error to, so the parameters are 
 validates them against the deployment's schema when a run is created, and again here) and the
 spec files are loaded before the cluster is touched: a misspelt release name fails the run at
 once with a SpecError naming the file and key. Releases and clusters are given by name (looked
-up in releases/ and config/ of the project, SPARKGATE_ROOT or the worker's working directory) or
-by path.
+up in releases/ and config/ of the project, SPARKGATE_ROOT or the worker's working directory);
+a run's parameters are names only (flows.pipeline.schedule.SpecName), and any file found must
+lie inside the project.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pydantic import Field
 from flows.errors import SpecError
 from flows.pipeline.promote import promote_flow
 from flows.pipeline.qualify import QualifyOutcome, qualify_flow
+from flows.pipeline.schedule import SpecName
 from flows.settings import project_root
 
-Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_./-]+$")]
+Name = SpecName
 
 
 def resolve_spec(ref: str, folder: str) -> Path:
@@ -30,7 +32,7 @@ def resolve_spec(ref: str, folder: str) -> Path:
     named = [root / folder / f"{ref}.yaml", root / given]
     candidates = [given] if given.is_absolute() else named
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.is_file() and candidate.resolve().is_relative_to(root):
             return candidate.resolve()
     tried = ", ".join(str(c) for c in candidates)
     raise SpecError(f"{ref!r}: no such file (tried {tried})", key=folder, expected="a spec file")

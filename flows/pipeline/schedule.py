@@ -15,6 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 from flows.errors import LockHeldError, SpecError
 
@@ -22,6 +25,22 @@ SLOT_PREFIX = "cluster:"
 LEASE_S = 60.0
 WAIT_ENV = "SPARKGATE_CLUSTER_SLOT_WAIT_S"
 DEFAULT_WAIT_S = 4 * 3600.0
+
+SPEC_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def _no_parent(name: str) -> str:
+    if ".." in name:
+        raise ValueError("a name, not a path: `..` is not allowed")
+    return name
+
+
+SpecName = Annotated[
+    str, Field(min_length=1, max_length=128, pattern=SPEC_NAME), AfterValidator(_no_parent)
+]
+"""A release or cluster as a scheduled run's parameter: a name looked up in the project's
+releases/ or config/, never a path (no `/`, no `..`), so whoever can create a run cannot make
+the worker read a spec from elsewhere on its machine."""
 
 
 def slot_name(cluster: str) -> str:

@@ -1,7 +1,85 @@
-"""Atomic file writes for records (kept for the record code; the writes live in `flows.fileio`)."""
+"""Atomic, durable file writes for records: the previous version survives any failed write.
+
+Each file goes to a temporary sibling, is flushed and fsynced, renamed over its target, and then
+the folder itself is fsynced, so after a crash or power loss the target is the old version or
+the new one and the rename is on disk. A write that fails for lack of space (ENOSPC, EDQUOT)
+removes its temporary file and raises a RecordError that says the previous version is intact,
+instead of an OSError traceback. Record files are 0644: records are meant to be committed and
+read by others, so the 0600 of `mkstemp` is wrong for them.
+"""
 
 from __future__ import annotations
 
-from flows.fileio import dump_json, sha256_file, write_bytes, write_json, write_text
+import errno
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
 
-__all__ = ["dump_json", "sha256_file", "write_bytes", "write_json", "write_text"]
+from flows.errors import RecordError
+from flows.fileio import dump_json, sha256_file
+
+__all__ = ["dump_json", "fsync_dir", "sha256_file", "write_bytes", "write_json", "write_text"]
+
+FILE_MODE = 0o644
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the renames and creations inside `folder` durable (a no-op where unsupported)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError as error:
+        if error.errno not in {errno.EINVAL, errno.EBADF}:  # filesystems without dir fsync
+            raise
+    finally:
+        os.close(handle)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file, a rename and a folder fsync.
+
+    Raises:
+        RecordError: when the disk (or quota) is full; `path` then still holds its old content.
+    """
+    try:
+        _write(path, data)
+    except OSError as error:
+        if error.errno in _NO_SPACE:
+            state = "its previous version is intact" if path.exists() else "it was not created"
+            message = f"{path}: cannot write, {os.strerror(error.errno)}; {state}"
+            raise RecordError(message) from error
+        raise
+
+
+def _write(path: Path, data: bytes) -> None:
+    created = not path.parent.is_dir()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if created:
+        fsync_dir(path.parent.parent)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            os.fchmod(stream.fileno(), FILE_MODE)
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        Path(temporary).replace(path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write UTF-8 text atomically and durably."""
+    write_bytes(path, text.encode())
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically and durably in the one layout."""
+    write_text(path, dump_json(data))

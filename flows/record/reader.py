@@ -28,11 +28,15 @@ def read_record(path: Path) -> Record:
     if not file.is_file():
         raise RecordError(f"{file}: no such record (missing {RECORD_FILE})")
     try:
-        data = upgrade_record(json.loads(file.read_text()))
+        data = upgrade_record(json.loads(file.read_text(encoding="utf-8")))
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON object was expected, not {type(data).__name__}")
         return Record.model_validate(data).located(file.parent)
-    except (ValidationError, ValueError) as error:
-        first = str(error).splitlines()[0]
+    except (ValidationError, ValueError, RecursionError) as error:
+        first = (str(error).splitlines() or [type(error).__name__])[0]
         raise RecordError(f"{file}: not a valid record: {first}") from error
+    except OSError as error:
+        raise RecordError(f"{file}: cannot read: {error.strerror}") from error
 
 
 def list_records(experiments: Path) -> list[Record]:
@@ -102,8 +106,8 @@ def _saved_json(record: Record, relative: str) -> Any:
     if not listed or not file.is_file() or sha256_file(file) != listed[0].sha256:
         return None
     try:
-        return json.loads(file.read_text())
-    except ValueError:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError, OSError):
         return None
 
 

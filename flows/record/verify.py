@@ -78,10 +78,13 @@ def _check_stage(
     if sha256_file(file) != entry.result.sha256:
         problems.append(f"{stage}: {entry.result.path} was edited after it was saved")
     try:
-        data = upgrade_result(json.loads(file.read_text()))
+        data = upgrade_result(json.loads(file.read_text(encoding="utf-8")))
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON object was expected, not {type(data).__name__}")
         raw = GateResult.model_validate({k: v for k, v in data.items() if k in _BASE_FIELDS})
-    except ValueError as error:
-        return [*problems, f"{stage}: {entry.result.path} unreadable: {error}"], None
+    except (ValueError, RecursionError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return [*problems, f"{stage}: {entry.result.path} unreadable: {first}"], None
     summary = raw.summary
     rebuilt = entry.model_copy(
         update={
@@ -132,7 +135,14 @@ def _check_documents(root: Path, record: Record) -> list[str]:
     problems = []
     for name, data in record.documents.items():
         file = root / name
-        if file.is_file() and json.loads(file.read_text()) != data:
+        if not file.is_file():
+            continue
+        try:
+            kept = json.loads(file.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError):
+            problems.append(f"{name}: not readable JSON (its copy in record.json differs)")
+            continue
+        if kept != data:
             problems.append(f"{name}: differs from its copy in record.json")
     return problems
 
@@ -144,8 +154,8 @@ def _check_junit(root: Path, files: list[FileEntry], summary: ReleaseTestsSummar
     if not reports or not listed or not reports[0].is_file():
         return []
     try:
-        outcomes = parse_junit(reports[0].read_text(), listed)
-    except (ValueError, ElementTree.ParseError) as error:
+        outcomes = parse_junit(reports[0].read_text(encoding="utf-8"), listed)
+    except (ValueError, RecursionError, ElementTree.ParseError) as error:
         return [f"release_tests: {reports[0].name} is not valid JUnit XML: {error}"]
     counts = {key: sum(int(getattr(o, key)) for o in outcomes) for key in tables.TEST_COUNTS}
     problems = tables.junit_problems(summary, counts)

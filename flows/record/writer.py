@@ -51,8 +51,8 @@ def open_record(
 ) -> RecordWriter:
     """The record to write this qualification into: reopened, or a new dated folder.
 
-    With `resume`, the newest unpublished record of the same release and build digest is
-    reopened (on any date), so a re-run continues where the last one stopped. Otherwise the
+    With `resume`, the newest unpublished record of the same release, build digest and cluster
+    is reopened (on any date), so a re-run continues where the last one stopped. Otherwise the
     folder is experiments/<YYYY-MM-DD>-<release>, or the first free `-2`, `-3`, ... suffix.
     """
     experiments.mkdir(parents=True, exist_ok=True)
@@ -62,6 +62,7 @@ def open_record(
                 record.status == "in-progress"
                 and record.release_name == release.name
                 and record.build_digest == build_digest
+                and record.cluster_name == cluster.name
             ):
                 return RecordWriter(experiments / record.name)
     day = (today or datetime.now(UTC).date()).isoformat()

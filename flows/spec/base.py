@@ -34,6 +34,20 @@ class SpecContext(NamedTuple):
     """What a model may know about where it was loaded from (passed as validation context)."""
 
     file: Path
+    roots: tuple[Path, ...] = ()
+    """The folders its paths may point into (flows.spec.load.project_roots)."""
+
+
+def inside(path: Path, roots: tuple[Path, ...]) -> bool:
+    """Whether `path` resolves (symlinks followed, `~` expanded) inside one of `roots`."""
+    resolved = path.expanduser().resolve()
+    return any(resolved.is_relative_to(root) for root in roots)
+
+
+def confined_out(path: Path, context: SpecContext | None) -> bool:
+    """True when `path` leaves the project: the loader refuses it, so a model must not even
+    say whether it exists (that would probe the machine from a spec file)."""
+    return context is not None and bool(context.roots) and not inside(path, context.roots)
 
 
 class ProblemsError(ValueError):
@@ -45,10 +59,17 @@ class ProblemsError(ValueError):
 
 
 class SpecPathMarker:
-    """Marks a field as a local path that is resolved against the file that declared it."""
+    """Marks a field as a local path that is resolved against the file that declared it.
+
+    A confined path must resolve (symlinks followed) inside the project the spec belongs to, so
+    a release file cannot make sparkgate read, hash or ship files from elsewhere on the machine.
+    """
+
+    def __init__(self, *, confined: bool = True) -> None:
+        self.confined = confined
 
     def __repr__(self) -> str:
-        return "SpecPath"
+        return "SpecPath" if self.confined else "HostPath"
 
 
 def _to_path(value: object) -> object:
@@ -58,7 +79,11 @@ def _to_path(value: object) -> object:
 
 
 SpecPath = Annotated[Path, SpecPathMarker(), BeforeValidator(_to_path)]
-"""A path on this machine; relative paths are relative to the YAML file that set them."""
+"""A path inside the project; relative paths are relative to the YAML file that set them."""
+
+HostPath = Annotated[Path, SpecPathMarker(confined=False), BeforeValidator(_to_path)]
+"""A path of the operator's machine outside the project (an SSH key, known_hosts): resolved
+like SpecPath, never read into a spec or a record, so not confined to the project."""
 
 
 def _scalar_to_str(value: object) -> object:

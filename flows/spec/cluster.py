@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from flows.spec.base import EnvValue, Loc, Problem, SpecContext, SpecModel, SpecPath
+from flows.spec.base import EnvValue, HostPath, Loc, Problem, SpecContext, SpecModel
 from flows.spec.engine import EngineProfile, placeholder_problems
 from flows.spec.template import NODE_PLACEHOLDERS
 
@@ -37,8 +37,8 @@ class SshTransport(SpecModel):
     kind: Literal["ssh"] = Field(description="Run commands over SSH.")
     user: str = Field(min_length=1, description="SSH user on every node.")
     port: int = Field(default=22, ge=1, le=65535, description="SSH port.")
-    key_file: SpecPath | None = Field(default=None, description="Private key (else the agent).")
-    known_hosts: SpecPath | None = Field(
+    key_file: HostPath | None = Field(default=None, description="Private key (else the agent).")
+    known_hosts: HostPath | None = Field(
         default=None, description="known_hosts file to trust (else ~/.ssh/known_hosts)."
     )
     accept_unknown_host_keys: bool = Field(

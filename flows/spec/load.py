@@ -6,6 +6,12 @@ merge key by key; lists and values replace). FILE is relative to the file that n
 are refused. Every value keeps the file and line it came from, so a pydantic error on the merged
 data becomes `FILE:LINE: key.path: what is wrong (expected ...)` for the file that set it.
 Fields typed `SpecPath` are made absolute against the file that declared them.
+
+Every `extends` target and every SpecPath must resolve, symlinks followed, inside the project:
+the closest folder above the top-level file that holds `config/` (the folder the file is in when
+none does) or the checkout sparkgate runs from (`project_root()`). Absolute, `~` and `../` paths
+that leave it are refused before anything is read from them, so an error message can never echo
+a value from a file outside the project (a registry token in ~/.docker/config.json, say).
 """
 
 from __future__ import annotations
@@ -21,13 +27,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from flows.errors import MultipleSpecError, SpecError
-from flows.spec.base import Loc, SpecContext, SpecModel, SpecPathMarker
+from flows.settings import project_root
+from flows.spec.base import Loc, SpecContext, SpecModel, SpecPathMarker, inside, shown
 from flows.spec.errors import spec_errors
 from flows.spec.yamlfile import format_loc, read_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
 OVERLAY_KEYS = frozenset({"extends", "set"})
+
+SHIPPED_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout this package was loaded from (its config/ and releases/ are always usable)."""
 
 
 @dataclass(frozen=True)
@@ -67,16 +77,46 @@ def load_model(path: Path | str, model: type[M]) -> M:
 
 
 def validate_document(document: Document, model: type[M]) -> M:
-    """Validate merged data as `model`, then make its SpecPath fields absolute."""
+    """Validate merged data as `model`, make its SpecPath fields absolute and confine them."""
     instance = _validate(document, require_mapping(document), model)
     relative = [(loc, p) for loc, p in spec_paths(instance) if not p.expanduser().is_absolute()]
-    if not relative:
-        return instance
-    data = _deep_copy(document.data)
-    for loc, path in relative:
-        base = document.origin_of(loc).file.parent
-        _assign(data, loc, str((base / path.expanduser()).resolve()))
-    return _validate(document, data, model)
+    if relative:
+        data = _deep_copy(document.data)
+        for loc, path in relative:
+            base = document.origin_of(loc).file.parent
+            _assign(data, loc, str((base / path.expanduser()).resolve()))
+        instance = _validate(document, data, model)
+    roots = project_roots(document.path)
+    for loc, path in spec_paths(instance, confined_only=True):
+        if not inside(path, roots):
+            origin = document.origin_of(loc)
+            raise SpecError(
+                f"{shown(path)} is outside the project",
+                file=origin.file,
+                line=origin.line,
+                key=format_loc(loc),
+                expected=_inside_text(roots),
+            )
+    return instance
+
+
+def project_roots(spec_file: Path) -> tuple[Path, ...]:
+    """The folders the paths of the spec at `spec_file` may point into (resolved).
+
+    The spec's own project (the closest folder above it holding `config/`, else its folder),
+    the project sparkgate runs for (`project_root()`) and the checkout sparkgate itself comes
+    from (its shipped config/, releases/ and engine/), which a spec kept elsewhere may build on.
+    """
+    here = spec_file.resolve().parent
+    own = next((folder for folder in (here, *here.parents) if (folder / "config").is_dir()), here)
+    roots = [own, project_root()]
+    if (SHIPPED_ROOT / "config").is_dir():
+        roots.append(SHIPPED_ROOT)
+    return tuple(dict.fromkeys(roots))
+
+
+def _inside_text(roots: tuple[Path, ...]) -> str:
+    return "a path inside the project (" + ", ".join(shown(root) for root in roots) + ")"
 
 
 def require_mapping(document: Document) -> dict[Any, Any]:
@@ -93,7 +133,9 @@ def require_mapping(document: Document) -> dict[Any, Any]:
 
 def _validate(document: Document, data: dict[Any, Any], model: type[M]) -> M:
     try:
-        return model.model_validate(data, context=SpecContext(file=document.path))
+        return model.model_validate(
+            data, context=SpecContext(file=document.path, roots=project_roots(document.path))
+        )
     except ValidationError as error:
         errors = spec_errors(error, data, model, document.origin_of)
     if len(errors) == 1:
@@ -154,6 +196,11 @@ def _overlay(
     if not isinstance(target, str) or not target.strip():
         raise _error("must name a file", path, lines, extends_loc, expected="a relative path")
     base_path = _clean(path.parent / Path(target).expanduser())
+    roots = project_roots(chain[0])
+    if not inside(base_path, roots):  # refused before reading: nothing of it can be echoed
+        raise _error(
+            f"{target} is outside the project", path, lines, extends_loc, _inside_text(roots)
+        )
     if base_path.resolve() in {seen.resolve() for seen in chain}:
         cycle = " -> ".join(str(seen) for seen in (*chain, base_path))
         raise _error(f"extends cycle: {cycle}", path, lines, extends_loc)
@@ -246,9 +293,15 @@ def _error(
     )
 
 
-def spec_paths(model: BaseModel, loc: Loc = ()) -> Iterator[tuple[Loc, Path]]:
-    """Every SpecPath value inside `model` (and its `local_paths`), with its key path."""
-    if isinstance(model, SpecModel):
+def spec_paths(
+    model: BaseModel, loc: Loc = (), *, confined_only: bool = False
+) -> Iterator[tuple[Loc, Path]]:
+    """Every SpecPath value inside `model` (and its `local_paths`), with its key path.
+
+    With `confined_only`, HostPath values and `local_paths` (node workdirs: where ranks write,
+    anywhere on the machine by design) are left out.
+    """
+    if isinstance(model, SpecModel) and not confined_only:
         for sub in model.local_paths():
             value = _get(model, sub)
             if isinstance(value, str):
@@ -256,31 +309,37 @@ def spec_paths(model: BaseModel, loc: Loc = ()) -> Iterator[tuple[Loc, Path]]:
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         here = (*loc, name)
-        if isinstance(value, Path) and _is_spec_path(field.annotation, field.metadata):
-            yield here, value
+        marker = _path_marker(field.annotation, field.metadata)
+        if isinstance(value, Path) and marker is not None:
+            if marker.confined or not confined_only:
+                yield here, value
         else:
-            yield from _paths_in(value, here)
+            yield from _paths_in(value, here, confined_only)
 
 
-def _paths_in(value: Any, loc: Loc) -> Iterator[tuple[Loc, Path]]:
+def _paths_in(value: Any, loc: Loc, confined_only: bool) -> Iterator[tuple[Loc, Path]]:
     if isinstance(value, BaseModel):
-        yield from spec_paths(value, loc)
+        yield from spec_paths(value, loc, confined_only=confined_only)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from _paths_in(item, (*loc, index))
+            yield from _paths_in(item, (*loc, index), confined_only)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _paths_in(item, (*loc, key))
+            yield from _paths_in(item, (*loc, key), confined_only)
 
 
-def _is_spec_path(annotation: Any, metadata: list[Any]) -> bool:
-    if any(isinstance(item, SpecPathMarker) for item in metadata):
-        return True
+def _path_marker(annotation: Any, metadata: list[Any]) -> SpecPathMarker | None:
+    for item in metadata:
+        if isinstance(item, SpecPathMarker):
+            return item
     if typing.get_origin(annotation) is typing.Annotated:
-        return _is_spec_path(None, list(annotation.__metadata__))
+        return _path_marker(None, list(annotation.__metadata__))
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return any(_is_spec_path(arg, []) for arg in typing.get_args(annotation))
-    return False
+        for arg in typing.get_args(annotation):
+            found = _path_marker(arg, [])
+            if found is not None:
+                return found
+    return None
 
 
 def _get(model: BaseModel, loc: Loc) -> Any:

@@ -16,7 +16,15 @@ from pydantic import Field, ValidationInfo, model_validator
 from flows.bench.policy import KNOWN_METRICS, GatePolicy
 from flows.errors import SpecError
 from flows.settings import project_root
-from flows.spec.base import EnvValue, Problem, SpecContext, SpecModel, SpecPath, shown
+from flows.spec.base import (
+    EnvValue,
+    Problem,
+    SpecContext,
+    SpecModel,
+    SpecPath,
+    confined_out,
+    shown,
+)
 from flows.spec.load import load_model
 
 
@@ -42,10 +50,27 @@ class Build(SpecModel):
     args: dict[str, EnvValue] = Field(default={}, description="Docker build arguments.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
-        """The source tree must exist when loaded from a file (a record's copy is not rebuilt)."""
-        if context is not None and self.source.is_absolute() and not self.source.is_dir():
+        """The source tree must exist when loaded from a file (a record's copy is not rebuilt),
+        and the Dockerfile must be inside it: it is read and hashed into the build."""
+        if context is None or not self.source.is_absolute() or confined_out(self.source, context):
+            return []  # a path outside the project is refused by the loader, unprobed
+        if not self.source.is_dir():
             return [
                 Problem(("source",), f"no such directory: {shown(self.source)}", "the engine tree")
+            ]
+        dockerfile = Path(self.dockerfile)
+        tree = self.source.resolve()
+        if (
+            dockerfile.is_absolute()
+            or self.dockerfile.startswith("~")
+            or not (tree / dockerfile).resolve().is_relative_to(tree)
+        ):
+            return [
+                Problem(
+                    ("dockerfile",),
+                    "leaves the source tree (absolute, `~`, `..` or a symlink out)",
+                    "a path relative to `source`, inside it",
+                )
             ]
         return []
 
@@ -247,7 +272,9 @@ class Release(SpecModel):
 
     kind: Literal["release"] = Field(description="Always `release`.")
     name: str = Field(pattern=NAME, description="Release name; equals the file name.")
-    previous: str | None = Field(description="Previous release name (sibling file) or null.")
+    previous: Annotated[str, Field(pattern=NAME)] | None = Field(
+        description="Previous release name (sibling file) or null."
+    )
     description: str = Field(default="", description="What this release changes.")
     build: Build = Field(description="Where the engine comes from.")
     engine: EngineSettings = Field(default=EngineSettings(), description="Engine settings.")

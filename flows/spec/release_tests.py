@@ -10,12 +10,14 @@ file (checked where the tree is, by the release-tests gate, with `unclassified`)
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from flows.spec.base import Problem, SpecContext, SpecModel, SpecPath, shown
+from flows.spec.base import Problem, SpecContext, SpecModel, SpecPath, confined_out, shown
 
 
 class Classification(SpecModel):
@@ -59,14 +61,33 @@ class ReleaseTests(SpecModel):
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Every classified file must match a pattern (else it is dead configuration)."""
-        del context
         found = [
             Problem(("files", name), "matches none of the patterns", "a file the patterns select")
             for name in self.files
             if not self.selects(name)
         ]
-        if self.root.is_absolute() and not self.root.is_dir():
+        if confined_out(self.root, context):
+            pass  # the loader refuses it without saying whether it exists
+        elif self.root.is_absolute() and not self.root.is_dir():
             found.append(
                 Problem(("root",), f"no such directory: {shown(self.root)}", "a directory")
             )
+        elif self.root.is_absolute():
+            found += [
+                Problem(("root",), f"{shown(link)}: a symlink that leaves the tree", "no link out")
+                for link in links_out(self.root)
+            ]
         return found
+
+
+def links_out(root: Path) -> list[Path]:
+    """Symlinks under `root` whose target resolves outside it (they would be copied over the
+    release's tests, and the file they point at shipped to a node)."""
+    tree = root.resolve()
+    found = []
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(tree):
+                found.append(path)
+    return sorted(found)

@@ -18,6 +18,13 @@ from flows.spec.base import Loc
 MAX_NODES = 100_000
 """Upper bound on values built from one file: aliases can otherwise expand exponentially."""
 
+MAX_BYTES = 1 << 20
+"""Upper bound on a spec file's size, checked before parsing: no spec is near it, and parsing
+megabytes of YAML costs seconds and hundreds of MB before any other limit could refuse it."""
+
+MAX_DEPTH = 64
+"""Upper bound on nesting: deeper data is never a spec, and the parser recurses per level."""
+
 
 class ParsedFile:
     """A file's data and, for each key path, the line it was written on."""
@@ -31,7 +38,13 @@ class ParsedFile:
 def read_yaml(path: Path) -> ParsedFile:
     """Parse `path`; raises SpecError for a missing file, bad YAML or an unusable structure."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise SpecError(
+                f"file too large (over {MAX_BYTES} bytes)", file=path, expected="a smaller spec"
+            )
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise SpecError("file not found", file=path, expected="an existing YAML file") from None
     except IsADirectoryError:
@@ -45,6 +58,8 @@ def read_yaml(path: Path) -> ParsedFile:
 
 def parse_yaml(text: str, path: Path) -> ParsedFile:
     """Parse YAML text that claims to come from `path` (used in messages only)."""
+    if len(text) > MAX_BYTES:
+        raise SpecError(f"file too large (over {MAX_BYTES} bytes)", file=path)
     loader: yaml.SafeLoader | None = None
     try:
         loader = yaml.SafeLoader(text)
@@ -63,6 +78,9 @@ def parse_yaml(text: str, path: Path) -> ParsedFile:
         raise SpecError(message, file=path, line=line) from None
     except yaml.YAMLError as error:
         raise SpecError(f"invalid YAML: {error}", file=path) from None
+    except RecursionError:
+        message = f"invalid YAML: nested too deeply (more than {MAX_DEPTH} levels)"
+        raise SpecError(message, file=path) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -82,6 +100,8 @@ class _Builder:
         self.count += 1
         if self.count > MAX_NODES:
             self._fail(node, loc, f"more than {MAX_NODES} values (alias expansion?)")
+        if len(loc) > MAX_DEPTH:
+            self._fail(node, loc[:MAX_DEPTH], f"nested more than {MAX_DEPTH} levels deep")
         self.lines.setdefault(loc, node.start_mark.line + 1)
         if id(node) in self.active:
             self._fail(node, loc, "recursive alias", "an alias to a value defined earlier")

@@ -49,7 +49,6 @@ class _Watch:
     handle: RankHandle
     reader: LogReader
     offset: int = 0
-    partial: str = ""
     events: list[LogEvent] = field(default_factory=list)
 
 
@@ -130,10 +129,14 @@ def _read_new(runtime: Runtime, watches: list[_Watch], on_event: EventSink | Non
         chunk = runtime.read_log(watch.handle, watch.offset)
         if not chunk:
             continue
-        watch.offset += len(chunk.encode())
-        text = watch.partial + chunk
-        lines = text.split("\n")
-        watch.partial = lines.pop()
+        lines = chunk.split("\n")
+        lines.pop()  # the unfinished last line: read again next time, from its first byte
+        if not lines:
+            continue
+        # Runtimes hand back text decoded with errors="replace", so a read that ends inside a
+        # multi-byte character turns its first bytes into U+FFFD, whose encoding is longer: the
+        # byte offset must only move past whole lines, which no read boundary splits.
+        watch.offset += sum(len(line.encode()) + 1 for line in lines)
         for event in watch.reader.read(lines):
             watch.events.append(event)
             if on_event is not None:

@@ -104,11 +104,21 @@ def read_ignore_file(path: Path) -> list[str]:
 
 
 def context_files(engine_dir: Path) -> list[ContextFile]:
-    """The engine's files that enter the build context, sorted, with content hashes."""
+    """The engine's files that enter the build context, sorted, with content hashes.
+
+    Both build kinds hash (and ship) this list, so a symlink whose target leaves the tree is
+    refused here: it would put a file from elsewhere on the machine into the image or wheel.
+    """
     patterns = read_ignore_file(engine_dir / ".dockerignore")
+    tree = engine_dir.resolve()
     files = []
     for path in sorted(engine_dir.rglob("*")):
         relative = path.relative_to(engine_dir).as_posix()
+        if path.is_symlink() and not path.resolve().is_relative_to(tree):
+            raise BuildError(
+                f"{path}: a symlink that leaves the engine tree {engine_dir}; refusing to build "
+                "(replace it with the file itself)"
+            )
         if not path.is_file() or is_ignored(relative, patterns):
             continue
         files.append(

@@ -205,8 +205,14 @@ def cluster_yaml_text(
 
 
 def _sh(argv: Sequence[str], *, tolerate: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a local admin command; stderr containing `tolerate` (e.g. already gone) is fine."""
-    done = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=60)
+    """Run a local admin command; stderr containing `tolerate` (e.g. already gone) is fine.
+
+    LC_ALL=C, because `tolerate` is English text and the operator's locale may translate it.
+    """
+    env = {**os.environ, "LC_ALL": "C"}
+    done = subprocess.run(
+        list(argv), capture_output=True, text=True, check=False, timeout=60, env=env
+    )
     if done.returncode != 0 and not (tolerate and tolerate in done.stderr):
         raise ClusterError(f"lab: `{' '.join(argv)}` failed: {done.stderr.strip()}")
     return done

@@ -355,7 +355,8 @@ class SshTransport:
         """Signal the process (or its group) on the node; already gone is fine."""
         name = signal.Signals(sig).name.removeprefix("SIG")
         target = f"-{pid}" if group else str(pid)
-        result = self.run(["kill", "-s", name, "--", target], timeout=30)
+        # LC_ALL=C: the stderr text below is matched, and a node's locale may translate it
+        result = self.run(["kill", "-s", name, "--", target], timeout=30, env={"LC_ALL": "C"})
         if not result.ok and "no such process" not in result.stderr.lower():
             result.check()
 

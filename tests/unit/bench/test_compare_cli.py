@@ -127,7 +127,7 @@ def test_import_then_compare_recipe_reports(
 def test_bad_report_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "x.json"
     bad.write_text("[]")
-    assert main(["bench", "compare", str(bad), str(bad)]) == 1
+    assert main(["bench", "compare", str(bad), str(bad)]) == 2  # bad input: exit 2
     err = " ".join(capsys.readouterr().err.split())
     assert "x.json: not a sparkgate arm report: (top level): Input should be" in err
     assert "Traceback" not in err
