@@ -140,6 +140,8 @@ class Secrets:
                 else self.spec(item)
                 for key, item in data.items()
             }
+        if isinstance(data, list | tuple):
+            return [self.spec(item) for item in data]
         return self.json(data, by_key=False)
 
     def _value(self, name: str, value: str) -> str:

@@ -80,14 +80,14 @@ def test_a_rank_gets_its_referenced_secrets_resolved_at_launch(
     assert "SSH_AUTH_SOCK" not in env
 
 
-TEST_FILE = '''
+TEST_FILE = """
 import os
 
 def test_no_operator_environment():
     assert "SSH_AUTH_SOCK" not in os.environ
     assert "HF_TOKEN" not in os.environ
     assert os.environ["PATH"]
-'''
+"""
 
 
 @pytest.mark.usefixtures("operator_env")
