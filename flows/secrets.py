@@ -37,6 +37,7 @@ MIN_SCRUBBED = 8
 numbers and words in records that have nothing to do with the secret."""
 REFERENCE = re.compile(r"^\{(env|file):([^{}]*)\}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER_ONLY = re.compile(r"^\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_.-]+)?\}$")
 _ENV_ITEM = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _FLAG = re.compile(r"^--?([A-Za-z0-9][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
 ENV_CONTAINERS = frozenset({"env", "args", "options"})
@@ -57,8 +58,14 @@ def is_secret(name: str, extra: Iterable[str] = ()) -> bool:
 
 
 def is_reference(value: str) -> bool:
-    """Whether `value` is an `{env:NAME}` or `{file:PATH}` reference (shown as is, not a secret)."""
+    """Whether `value` is an `{env:NAME}` or `{file:PATH}` reference."""
     return REFERENCE.match(value) is not None
+
+
+def is_indirect(value: str) -> bool:
+    """Whether `value` only points at a secret (a reference, or one unfilled placeholder such as
+    `{boot_token}` in a spec): it holds none and is shown as written."""
+    return is_reference(value) or _PLACEHOLDER_ONLY.match(value) is not None
 
 
 @dataclass(frozen=True)
@@ -145,14 +152,14 @@ class Secrets:
         return self.json(data, by_key=False)
 
     def _value(self, name: str, value: str) -> str:
-        if self.secret(name) and not is_reference(value) and value != "":
+        if self.secret(name) and not is_indirect(value) and value != "":
             return REDACTED
         return self.text(value)
 
     def _hide(self, key: str, value: object) -> bool:
         return (
             self.secret(key)
-            and not (isinstance(value, str) and is_reference(value))
+            and not (isinstance(value, str) and is_indirect(value))
             and (value not in ("", None))
         )
 
@@ -174,7 +181,7 @@ def collect(mappings: Iterable[Mapping[str, str]], names: Iterable[str] = ()) ->
                 resolved = _try_resolve(value)
                 if resolved:
                     values.append(resolved)
-            else:
+            elif not is_indirect(value):
                 values.append(value)
     return Secrets(extra, _longest_first(values))
 

@@ -154,3 +154,10 @@ def test_the_explicit_environment_keeps_only_allowed_names() -> None:
 def test_the_explicit_environment_refuses_a_shell_name() -> None:
     with pytest.raises(SpecError):
         explicit_env(["A;rm -rf /"])
+
+
+def test_an_unfilled_placeholder_is_shown_as_written() -> None:
+    profile_env = {"SPARKENGINE_BOOT_TOKEN": "{boot_token}", "HF_TOKEN": "{option.hf}"}
+    found = collect([profile_env])
+    assert found.values == ()
+    assert found.mapping(profile_env) == profile_env
