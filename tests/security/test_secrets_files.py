@@ -8,16 +8,18 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flows.cluster.boot.evidence import capture, evidence_folder
-from flows.cluster.boot.session import ClusterSession, load_session, save_session
+from flows.cluster.boot.session import ClusterSession, load_session, prepare_plans, save_session
 from flows.cluster.boot.timeline import BootTimeline
-from flows.cluster.runtime.base import RankHandle
+from flows.cluster.runtime.base import Installed, RankHandle
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateResult, Outcome
+from flows.lines import silent
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.launch import LaunchPlan, render_all
@@ -130,3 +132,27 @@ def test_bundled_clusters_give_the_engine_a_boot_token(shipped: str) -> None:
     plans = render_all(cluster, release, {"boot_token": TOKEN})
     assert {plan.env["SPARKENGINE_BOOT_TOKEN"] for plan in plans} == {TOKEN}
     assert all(plan.redacted().env["SPARKENGINE_BOOT_TOKEN"] == "<redacted>" for plan in plans)
+
+
+class _Installed:
+    """Stands in for a runtime whose build is already on every node (no build is made)."""
+
+    def build(self, release: object, say: object) -> str:
+        return "build"
+
+    def install(self, build: object, say: object) -> Installed:
+        return Installed(runtime="process", release="r1", digest="d" * 64, nodes=[], summary=[])
+
+
+def test_each_boot_has_its_own_token_shared_by_its_ranks() -> None:
+    cluster = load_model(ROOT / "config" / "local.yaml", Cluster)
+    release = load_release(ROOT / "releases" / "r1.yaml")
+    runtime: Any = _Installed()
+    tokens = []
+    for _ in range(2):
+        prepared = prepare_plans(runtime, cluster, release, silent)
+        shared = {plan.env["SPARKENGINE_BOOT_TOKEN"] for plan in prepared.plans}
+        assert len(shared) == 1
+        tokens.append(shared.pop())
+    assert tokens[0] != tokens[1]
+    assert all(len(token) >= 40 for token in tokens)
