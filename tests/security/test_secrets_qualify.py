@@ -43,12 +43,13 @@ def test_a_record_holds_no_secret(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert LITERAL not in done.stdout + done.stderr
-    records = sorted((tmp_path / "experiments").iterdir())
+    records = sorted(p for p in (tmp_path / "experiments").iterdir() if p.is_dir())
     assert len(records) == 1
     record = read_record(records[0])
     assert record.release["engine"]["env"]["HF_TOKEN"] == "<redacted>"
     assert record.release["engine"]["env"]["SOME_SERVICE_KEY"] == "{env:SPARKGATE_TEST_API_KEY}"
-    searched = [tmp_path / "experiments", tmp_path / "prefect", ROOT / ".sparkgate" / "clusters"]
-    searched += [ROOT / ".sparkgate" / "evidence"]
+    # the record, the Prefect home, rank workdirs, the session files and evidence in the state
+    searched = [tmp_path / "experiments", tmp_path / "prefect", tmp_path / "n0", tmp_path / "n1"]
+    searched += [ROOT / ".sparkgate" / "clusters", ROOT / ".sparkgate" / "evidence"]
     for value in (LITERAL, FROM_ENV):
         assert _holding(value, *searched) == []
