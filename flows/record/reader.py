@@ -90,14 +90,14 @@ def record_hashes(record: Record) -> dict[str, Any] | None:
     stage = record.stages.get("determinism")
     if stage is None:
         return None
-    raw = _saved_json(record, f"determinism/{HASHES_FILE}")
+    raw = saved_json(record, f"determinism/{HASHES_FILE}")
     if isinstance(raw, dict) and raw:
         return raw
     summary = stage.summary_as(DeterminismSummary)
     return summary.hash_table() if summary is not None and summary.hashes else None
 
 
-def _saved_json(record: Record, relative: str) -> Any:
+def saved_json(record: Record, relative: str) -> Any:
     """A stage file of the record as JSON, if it is listed and unchanged since it was saved."""
     if record.folder is None:
         return None

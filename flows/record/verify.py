@@ -14,11 +14,13 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree  # only its ParseError; parsing is the gate's
 
 from flows.errors import RecordError
 from flows.gates.base import GateResult
 from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.gates.determinism.rules import PREVIOUS_FILE, hashes_digest
 from flows.gates.determinism.summary import DeterminismSummary
 from flows.gates.release_tests.rules import parse_junit
 from flows.gates.release_tests.summary import FileRow, ReleaseTestsSummary
@@ -26,7 +28,7 @@ from flows.record import tables
 from flows.record.atomic import sha256_file
 from flows.record.legacy import upgrade_result
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
-from flows.record.reader import list_records, read_record, record_hashes
+from flows.record.reader import list_records, read_record, record_hashes, saved_json
 from flows.record.readme import RENDER_VERSION, render_readme
 from flows.record.recompute import (
     benchmark_problems,
@@ -184,34 +186,72 @@ def _check_verdict(record: Record) -> list[str]:
     return []
 
 
-def _check_previous(experiments: Path, record: Record) -> list[str]:
-    """Recount identical responses against the previous record's determinism hashes."""
+def _compared_hashes(
+    experiments: Path, record: Record
+) -> tuple[Record | None, dict[str, Any] | None, list[str]]:
+    """The hashes the determinism gate compared against, and problems finding them.
+
+    The record keeps a copy (determinism/previous-hashes.json), so a record copied on its own
+    still verifies; when the previous record is beside it too, both must agree.
+    """
     stage = record.stages.get("determinism")
-    previous = _previous_record(experiments, record, stage)
     summary = stage.summary_as(DeterminismSummary) if stage is not None else None
-    if summary is None or previous is None:
-        return []
-    against, theirs = summary.against_previous, record_hashes(previous)
-    if against is None or against.mode not in ("unchanged", "changed") or theirs is None:
-        return []
+    against = summary.against_previous if summary is not None else None
+    if against is None or against.mode not in ("unchanged", "changed"):
+        return None, None, []
+    previous = _previous_record(experiments, record, stage)
+    copy = saved_json(record, f"determinism/{PREVIOUS_FILE}")
+    kept = copy.get("hashes") if isinstance(copy, dict) else None
+    if previous is None and kept is None:
+        missing = (
+            f"determinism: the previous release's record ({record.previous}) is not beside "
+            "this record and the record keeps no copy of the hashes it compared against, so "
+            "against_previous cannot be checked: copy that record into the same folder"
+        )
+        return None, None, [missing]
+    if previous is None:
+        return None, kept, []
+    theirs = record_hashes(previous)
+    if kept is None:
+        return previous, theirs, []
+    if theirs is None or hashes_digest(theirs) != copy.get("sha256"):
+        changed = (
+            f"determinism: the previous record {previous.name} has changed since this record "
+            "was compared against it (its hashes no longer match the copy kept here, "
+            f"{str(copy.get('sha256'))[:12]})"
+        )
+        return previous, kept, [changed]
+    return previous, kept, []
+
+
+def _check_previous(experiments: Path, record: Record) -> list[str]:
+    """Recount identical responses against the hashes the gate compared with."""
+    stage = record.stages.get("determinism")
+    summary = stage.summary_as(DeterminismSummary) if stage is not None else None
+    previous, theirs, problems = _compared_hashes(experiments, record)
+    if summary is None or theirs is None:
+        return problems
+    against = summary.against_previous
+    if against is None:
+        return problems
     identical, total = tables.hash_matches(summary.hash_table(), theirs)
     if (identical, total) != (against.identical, against.total):
-        return [
-            (
-                f"determinism: against previous says {against.identical}/"
-                f"{against.total} identical, the hashes of {previous.name} give "
-                f"{identical}/{total}"
-            )
-        ]
-    return []
+        source = previous.name if previous is not None else "the copy kept in this record"
+        problems.append(
+            f"determinism: against previous says {against.identical}/"
+            f"{against.total} identical, the hashes of {source} give {identical}/{total}"
+        )
+    return problems
 
 
 def _check_determinism(experiments: Path, record: Record) -> list[str]:
     stage = record.stages.get("determinism")
     if stage is None or stage.outcome == "skipped":
         return []
-    previous = _previous_record(experiments, record, stage)
-    hashes = record_hashes(previous) if previous is not None else None
+    previous, hashes, _problems = _compared_hashes(experiments, record)  # reported by the above
+    if previous is None and hashes is None:
+        previous = _previous_record(experiments, record, stage)
+        hashes = record_hashes(previous) if previous is not None else None
     return determinism_problems(record, stage, previous, hashes)
 
 

@@ -6,6 +6,8 @@ reviewer can recompute the verdict and summary from the raw responses of a recor
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -189,3 +191,18 @@ def _summary(
         cached_tokens=[output_from_completion(a.prompt, a.response).cached_tokens for a in cached],
         sampled_streams=settings.sampled_streams,
     )
+
+
+PREVIOUS_FILE = "previous-hashes.json"
+"""The previous release's hashes as this record compared against them, so it verifies alone."""
+
+
+def hashes_digest(hashes: Mapping[str, Any]) -> str:
+    """SHA-256 of the hashes in canonical JSON: equal tables have equal digests."""
+    canonical = json.dumps(hashes, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def previous_copy(release: str, record: str | None, hashes: Mapping[str, Any]) -> dict[str, Any]:
+    """What the record keeps of what it was compared against: whose hashes, their digest, them."""
+    return {"release": release, "record": record, "sha256": hashes_digest(hashes), "hashes": hashes}

@@ -25,7 +25,14 @@ import aiohttp
 
 from flows.errors import BootError, GateError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, api_base_url
-from flows.gates.determinism.rules import NAME, Runs, judge, stored_hashes
+from flows.gates.determinism.rules import (
+    NAME,
+    PREVIOUS_FILE,
+    Runs,
+    judge,
+    previous_copy,
+    stored_hashes,
+)
 from flows.gates.determinism.summary import DeterminismSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
@@ -33,6 +40,7 @@ from flows.gates.outputs import Output
 from flows.gates.prompts import Prompt, long_prompt, named_prompts
 from flows.gates.running import running_release
 from flows.gates.traffic import Answered, Client, complete, open_client, stream
+from flows.record.reader import latest_record
 from flows.spec.release import DeterminismGate
 
 SCENARIOS = 7  # alone, all at once, staggered, mixed, cached, beside sampled, again
@@ -86,6 +94,10 @@ class DeterminismRunner:
         files.write_json("scenarios/sampled-streams.json", [o.model_dump() for o in sampled])
         summary, outcome, reason = judge(runs, context, settings, inputs)
         files.write_json("hashes.json", stored_hashes(runs["alone"], prompts, long))
+        if inputs is not None and context.previous is not None:
+            found = latest_record(context.experiments, context.previous.name)
+            kept = previous_copy(context.previous.name, found.name if found else None, inputs)
+            files.write_json(PREVIOUS_FILE, kept)
         files.write_json("summary.json", summary.model_dump(mode="json"))
         return GateVerdict(outcome=outcome, reason=reason, summary=summary)
 

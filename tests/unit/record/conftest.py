@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from flows.gates.base import GateResult, Outcome
+from flows.gates.determinism.rules import PREVIOUS_FILE, previous_copy
 from flows.gates.determinism.summary import PromptHashes
 from flows.record.writer import RecordWriter, open_record
 from flows.spec.cluster import Cluster
@@ -68,7 +69,9 @@ def tests_result(out: Path) -> GateResult:
 
 
 def determinism_result(out: Path, *, hashes: dict[str, Any] | None = None) -> GateResult:
+    """Passed, identical to r1, keeping the copy of r1's hashes it compared against."""
     (out / "responses.jsonl").write_text(json.dumps({"prompt": "p0", "tokens": [1, 2]}) + "\n")
+    (out / PREVIOUS_FILE).write_text(json.dumps(previous_copy("r1", None, HASHES)) + "\n")
     typed = None if hashes is None else {p: PromptHashes(**d) for p, d in hashes.items()}
     return GateResult(
         gate="determinism",
@@ -77,7 +80,7 @@ def determinism_result(out: Path, *, hashes: dict[str, Any] | None = None) -> Ga
         started_at=STARTED,
         seconds=30.0,
         summary=summaries.determinism(typed),
-        files=["responses.jsonl"],
+        files=["responses.jsonl", PREVIOUS_FILE],
     )
 
 

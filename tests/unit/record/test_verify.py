@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.gates.determinism.rules import PREVIOUS_FILE
 from flows.record import verify
 from flows.record.atomic import sha256_file
 from flows.record.writer import RecordWriter, open_record
@@ -142,9 +143,9 @@ def test_determinism_against_previous_is_recounted_from_hashes(
     result = helpers.determinism(r2.stage_dir("determinism"))
     r2.save_stage(result.model_copy(update={"started_at": datetime.now(UTC)}))
     r2.publish(verdict="passed", stage_order=["determinism"], versions={})
-    assert verify(r2.path) == [
-        f"determinism: against previous says 4/4 identical, the hashes of {r1.path.name} give 3/4"
-    ]
+    # r1's record no longer holds the hashes r2 compared against (its copy says 4/4 identical)
+    (problem,) = verify(r2.path)
+    assert problem.startswith(f"determinism: the previous record {r1.path.name} has changed")
 
 
 def test_unpublished_and_missing_records(
@@ -157,3 +158,33 @@ def test_unpublished_and_missing_records(
     problems = verify(writer.path)
     assert problems[0].endswith("not published (status in-progress)")
     assert "README.md is missing" in problems
+
+
+def _r2_alone(
+    tmp_path: Path, release_r2: Release, cluster: Cluster, helpers: Any, *, copy: bool
+) -> RecordWriter:
+    """An r2 record compared with r1, in a folder where r1's record is not."""
+    r2 = open_record(tmp_path / "copied", release_r2, build_digest="sha256:r2", cluster=cluster,
+                     previous="r1", today=helpers.day)  # fmt: skip
+    result = helpers.determinism(r2.stage_dir("determinism"))
+    if not copy:  # a record written before records kept the copy
+        (r2.stage_dir("determinism") / PREVIOUS_FILE).unlink()
+        result = result.model_copy(update={"files": ["responses.jsonl"]})
+    r2.save_stage(result)
+    r2.publish(verdict="passed", stage_order=["determinism"], versions={})
+    return r2
+
+
+def test_a_record_copied_on_its_own_verifies_with_the_hashes_it_kept(
+    tmp_path: Path, release_r2: Release, cluster: Cluster, helpers: Any
+) -> None:
+    r2 = _r2_alone(tmp_path, release_r2, cluster, helpers, copy=True)
+    assert verify(r2.path) == []
+
+
+def test_a_record_without_its_previous_or_a_copy_says_the_previous_is_missing(
+    tmp_path: Path, release_r2: Release, cluster: Cluster, helpers: Any
+) -> None:
+    r2 = _r2_alone(tmp_path, release_r2, cluster, helpers, copy=False)
+    (problem,) = verify(r2.path)
+    assert "the previous release's record (r1) is not beside this record" in problem
