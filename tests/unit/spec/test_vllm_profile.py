@@ -146,13 +146,13 @@ def profile() -> EngineProfile:
         (PEER_STALLED, "collective_failure"),
         (ENGINE_DIED, "fatal"),
         (START_FAILED, "fatal"),
-        # Lines that mean nothing to the gate: a warmup compile, capture, the monitor turning on.
+        # Lines that mean nothing to the gate: a warmup compile, the warmup starting, capture.
         (TILELANG_COMPILE, None),
         (TILELANG_DONE, None),
         (WARMUP_START, None),
         (CAPTURING, None),
         (CAPTURED, None),
-        (MONITOR_ON, None),
+        (MONITOR_ON, "kernels_prepared"),
     ],
 )
 def test_each_real_line_is_the_event_it_means(
@@ -190,6 +190,19 @@ def test_a_cold_boot_that_compiles_while_preparing_passes(profile: EngineProfile
     """A cold cache compiles on purpose before the monitor turns on: none of it is late."""
     cold = [RANKS_MET, LOADED, TILELANG_COMPILE, TILELANG_DONE, WARMUP_START, WARMUP_DONE]
     assert _boot(profile, [*cold, CAPTURING, CAPTURED, MONITOR_ON]) == 0
+
+
+def test_a_build_without_warmup_lines_is_prepared_when_its_monitor_turns_on(
+    profile: EngineProfile,
+) -> None:
+    """The DSpark TP4 log prints no warmup line; its monitor line ends the preparation."""
+    lines = _stamped([RANKS_MET, LOADED, TILELANG_COMPILE, CAPTURED, MONITOR_ON, LATE_TILELANG])
+    events = LogReader(profile.logs, node="dgx2", rank=1).read(lines)
+    started = datetime(2026, 10, 10, 20, 0, 0, tzinfo=UTC)
+    rank = build_timeline(started, {("dgx2", 1): events}, ready_at=None).ranks[0]
+    assert rank.phases["kernels_prepared"] == 4.0
+    assert rank.prepare_s is None
+    assert rank.compiles_after_preparation == 1
 
 
 def test_a_compile_after_the_monitor_turned_on_fails(profile: EngineProfile) -> None:
