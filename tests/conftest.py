@@ -30,3 +30,27 @@ def pytest_runtest_makereport(
             f"skipped under CI=true, which must run lab/docker tests: {report.longrepr}"
         )
     return report
+
+
+HARDENING = ("tests/security/", "tests/faults/")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Count the attacks and faults tried (tests/security, tests/faults) and how many held."""
+    counts: dict[str, int] = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        reports = terminalreporter.stats.get(outcome, [])
+        counts[outcome] = len(
+            {
+                r.nodeid
+                for r in reports
+                if isinstance(r, pytest.TestReport) and r.nodeid.startswith(HARDENING)
+            }
+        )
+    tried = sum(counts.values())
+    if tried:
+        terminalreporter.write_line(
+            f"attacks and faults: {tried} tried, {counts['passed']} survived, "
+            f"{counts['failed'] + counts['error']} not survived, {counts['skipped']} skipped "
+            "(tests/security, tests/faults; docs/reliability.md)"
+        )

@@ -15,9 +15,10 @@ import typer
 from rich.table import Table
 
 from flows.errors import InvalidSpecFilesError, SpecError
+from flows.secrets import Secrets
 from flows.spec.cluster import Cluster
 from flows.spec.kinds import load_spec
-from flows.spec.launch import LaunchPlan, render_all
+from flows.spec.launch import LaunchPlan, render_all, spec_secrets
 from flows.spec.load import load_document, load_model
 from flows.spec.release import Release
 from flows.ui.console import err_console, out_console
@@ -91,14 +92,21 @@ def render(
     as_json: Annotated[
         bool, typer.Option("--json", help="Machine-readable output on stdout.")
     ] = False,
+    show_secrets: Annotated[
+        bool,
+        typer.Option("--show-secrets", help="Print secret values instead of <redacted>."),
+    ] = False,
 ) -> None:
-    """Show the resolved release, cluster and each rank's launch plan."""
+    """Show the resolved release, cluster and each rank's launch plan (secrets redacted)."""
     release_spec = load_model(release, Release)
     cluster_spec = load_model(cluster, Cluster)
     try:
         plans = render_all(cluster_spec, release_spec)
     except SpecError as error:
         raise _in_release(error, release) from None
+    secrets = None if show_secrets else spec_secrets(cluster_spec, release_spec)
+    if secrets is not None:
+        plans = [plan.redacted(secrets) for plan in plans]
     if node is not None:
         plans = [plan for plan in plans if plan.node == node]
         if not plans:
@@ -106,13 +114,13 @@ def render(
             raise SpecError(f"no node {node!r}", file=cluster, key="nodes", expected=names)
     if as_json:
         document = {
-            "release": release_spec.model_dump(mode="json"),
-            "cluster": cluster_spec.model_dump(mode="json"),
+            "release": _dump(release_spec.model_dump(mode="json"), secrets),
+            "cluster": _dump(cluster_spec.model_dump(mode="json"), secrets),
             "plans": [plan.model_dump(mode="json") for plan in plans],
         }
         out_console.print_json(json.dumps(document))
         return
-    _show(release_spec, cluster_spec, plans)
+    _show(release_spec, cluster_spec, plans, secrets)
 
 
 def _in_release(error: SpecError, release: Path) -> SpecError:
@@ -127,8 +135,17 @@ def _in_release(error: SpecError, release: Path) -> SpecError:
     )
 
 
-def _show(release: Release, cluster: Cluster, plans: list[LaunchPlan]) -> None:
-    options = ", ".join(f"{k}={v}" for k, v in release.engine.options.items()) or "-"
+def _dump(data: dict[str, object], secrets: Secrets | None) -> object:
+    """A spec dump as printed: secrets redacted unless `--show-secrets` (secrets None)."""
+    return data if secrets is None else secrets.spec(data)
+
+
+def _show(
+    release: Release, cluster: Cluster, plans: list[LaunchPlan], secrets: Secrets | None
+) -> None:
+    values = release.engine.options
+    shown = values if secrets is None else secrets.mapping(values)
+    options = ", ".join(f"{k}={v}" for k, v in shown.items()) or "-"
     outputs = release.outputs.change + (
         f" ({release.outputs.reason})" if release.outputs.reason else ""
     )

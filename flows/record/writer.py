@@ -5,6 +5,11 @@ finishes, so a crash or Ctrl-C never loses a finished stage and a re-run of the 
 build reopens the same folder and skips what is there. Publishing renders the README and plots
 and freezes the folder: a published record is never rewritten, qualifying again makes a new
 folder (`-2`, `-3`, ...).
+
+Records are meant to be committed, so nothing secret is written: the release and cluster are
+kept with the values of secret env keys, build arguments and options redacted, and every JSON
+document, stage file and evidence file is scrubbed of the literal secret values (flows.secrets)
+before it is hashed.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from flows.record.model import (
 from flows.record.plots import make_plots
 from flows.record.reader import list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme
+from flows.secrets import Secrets
 from flows.spec.cluster import Cluster
+from flows.spec.launch import spec_secrets
 from flows.spec.release import Release
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -56,6 +63,7 @@ def open_record(
     folder is experiments/<YYYY-MM-DD>-<release>, or the first free `-2`, `-3`, ... suffix.
     """
     experiments.mkdir(parents=True, exist_ok=True)
+    secrets = spec_secrets(cluster, release)
     if resume:
         for record in sorted(list_records(experiments), key=lambda r: r.updated_at, reverse=True):
             if (
@@ -64,7 +72,7 @@ def open_record(
                 and record.build_digest == build_digest
                 and record.cluster_name == cluster.name
             ):
-                return RecordWriter(experiments / record.name)
+                return RecordWriter(experiments / record.name, secrets=secrets)
     day = (today or datetime.now(UTC).date()).isoformat()
     path = _claim_folder(experiments, f"{day}-{release.name}")
     now = datetime.now(UTC)
@@ -72,16 +80,16 @@ def open_record(
         name=path.name,
         status="in-progress",
         release_name=release.name,
-        release=release.model_dump(mode="json"),
+        release=secrets.spec(release.model_dump(mode="json")),
         cluster_name=cluster.name,
-        cluster=cluster.model_dump(mode="json"),
+        cluster=secrets.spec(cluster.model_dump(mode="json")),
         previous=previous,
         build_digest=build_digest,
         created_at=now,
         updated_at=now,
     )
     write_json(path / RECORD_FILE, record.model_dump(mode="json"))
-    return RecordWriter(path)
+    return RecordWriter(path, secrets=secrets)
 
 
 def _claim_folder(experiments: Path, base: str) -> Path:
@@ -100,9 +108,10 @@ def _claim_folder(experiments: Path, base: str) -> Path:
 class RecordWriter:
     """Writes one unpublished record folder; every method refuses once it is published."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, secrets: Secrets | None = None) -> None:
         self._path = path
         self._record = read_record(path)
+        self._secrets = secrets or Secrets()
 
     @property
     def path(self) -> Path:
@@ -126,9 +135,14 @@ class RecordWriter:
         record = self._writable()
         stage = result.gate
         folder = self.stage_dir(stage)
-        data = result.model_dump(mode="json")
+        data = self._secrets.spec(result.model_dump(mode="json"))
         write_text(folder / RESULT_FILE, dump_json(data))
+        for name in result.files:
+            self._scrub(folder / name)
         evidence = [self._keep_evidence(stage, Path(item), folder) for item in result.evidence]
+        for item in evidence:
+            for file in sorted((self._path / item).rglob("*")):
+                self._scrub(file)
         entry = StageEntry(
             stage=stage,
             outcome=result.outcome.value,
@@ -166,9 +180,10 @@ class RecordWriter:
         if not name.endswith(".json") or name in _RESERVED:
             raise RecordError(f"{name}: not a name for an extra record file (want NAME.json)")
         file = self._path / _safe(name, "file")
+        data = self._secrets.spec(_json_clean(data))
         write_text(file, dump_json(data))
         extras = [entry for entry in record.extras if entry.path != name]
-        documents = {**record.documents, name: _json_clean(data)}
+        documents = {**record.documents, name: data}
         self._write(
             record.model_copy(
                 update={"extras": [*extras, self._entry(file)], "documents": documents}
@@ -214,8 +229,21 @@ class RecordWriter:
     def _write(self, record: Record, *, touch: bool = True) -> None:
         if touch:
             record = record.model_copy(update={"updated_at": datetime.now(UTC)})
-        write_json(self._path / RECORD_FILE, record.model_dump(mode="json"))
+        data = self._secrets.spec(record.model_dump(mode="json"))
+        write_json(self._path / RECORD_FILE, data)
         self._record = record
+
+    def _scrub(self, file: Path) -> None:
+        """Replace secret values in a text file the stage left (binary files are left as is)."""
+        if not self._secrets.values or not file.is_file() or file.is_symlink():
+            return
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            return
+        clean = self._secrets.text(text)
+        if clean != text:
+            write_text(file, clean)
 
     def _entry(self, file: Path) -> FileEntry:
         if not file.is_file():

@@ -22,7 +22,7 @@ from flows.spec.template import NODE_PLACEHOLDERS
 SHAPE = re.compile(r"^tp([1-9][0-9]*)-[a-z0-9][a-z0-9-]*$")
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 DAEMON_KEYS = {"user", "address", "node", "rank"}
-NODE_KEYS = set(NODE_PLACEHOLDERS)
+NODE_KEYS = set(NODE_PLACEHOLDERS) - {"boot_token"}  # a secret never goes into names or paths
 
 
 class LocalTransport(SpecModel):
@@ -149,6 +149,11 @@ class Cluster(SpecModel):
     preflight: list[PreflightCheck] = Field(default=[], description="Checks before a run.")
     engine: EngineProfile = Field(description="The engine profile (usually `extends: FILE`).")
     nodes: list[Node] = Field(min_length=1, description="The nodes, one rank each.")
+    secret_keys: list[str] = Field(
+        default=[],
+        description="Env keys, build args and options whose values are secrets beyond those "
+        "named like one (TOKEN, KEY, SECRET, PASSWORD, AUTH, CREDENTIAL); never written.",
+    )
 
     @property
     def head(self) -> Node:

@@ -194,7 +194,7 @@ class EngineProfile(SpecModel):
             *((("model_prepare", i), arg) for i, arg in enumerate(self.model_prepare)),
             *((("caches", name, "path"), cache.path) for name, cache in self.caches.items()),
         ]
-        plain = set(NODE_PLACEHOLDERS) - {"model"}
+        plain = set(NODE_PLACEHOLDERS) - {"model", "boot_token"}  # per boot, never a path
         for loc, template in templates:
             allowed = plain if loc[0] in ("caches", "model_dir") else known
             found.extend(placeholder_problems(loc, template, allowed))

@@ -3,6 +3,10 @@
 This is the one place placeholders are filled, as a pure function of the specs, so the process
 and Docker runtimes launch exactly what `sparkgate render` shows. Layering, lowest first: the
 engine profile, the release (options, env, serve args), the node's overrides.
+
+Env values that are `{env:NAME}` / `{file:PATH}` references stay references in the plan (the
+runtime resolves them when it starts the rank), and a plan knows its secret keys, so that every
+file it is written into can redact it (`LaunchPlan.redacted`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.errors import SpecError
+from flows.secrets import Secrets, collect, reference_problem
 from flows.spec.cluster import Cluster, Node, SshTransport
 from flows.spec.release import Release
 from flows.spec.template import fill, unknown_placeholders
@@ -39,6 +44,26 @@ class LaunchPlan(BaseModel):
     ready_url: str | None = Field(description="Readiness URL (head only).")
     stop_signal: str = Field(description="Signal that stops the rank.")
     stop_grace_s: float = Field(description="Seconds before a kill follows.")
+    secret_keys: list[str] = Field(
+        default=[], description="Keys the cluster file lists as secret (beyond secret names)."
+    )
+
+    def secrets(self) -> Secrets:
+        """The secret names and values of this plan (env and secret options on argv)."""
+        return collect([self.env], self.secret_keys)
+
+    def redacted(self, extra: Secrets | None = None) -> LaunchPlan:
+        """This plan with every secret value replaced, as it may be written to a file."""
+        found = self.secrets() if extra is None else self.secrets().merged(extra)
+        return self.model_copy(
+            update={
+                "argv": found.argv(self.argv),
+                "env": found.mapping(self.env),
+                "model_prepare": found.argv(self.model_prepare),
+                "cwd": found.text(self.cwd),
+                "ready_url": None if self.ready_url is None else found.text(self.ready_url),
+            }
+        )
 
 
 def render_launch(
@@ -58,7 +83,7 @@ def render_launch(
         [*launch.argv, *role_args, *release.engine.serve_args, *node.overrides.args], values
     )
     env = {
-        name: _fill(value, values, f"env.{name}")
+        name: _fill(_reference_checked(value, f"env.{name}"), values, f"env.{name}")
         for name, value in {**launch.env, **release.engine.env, **node.overrides.env}.items()
     }
     return LaunchPlan(
@@ -77,6 +102,7 @@ def render_launch(
         ready_url=_fill(profile.ready.url, values, "ready.url") if node.head else None,
         stop_signal=profile.stop.signal,
         stop_grace_s=profile.stop.grace_s,
+        secret_keys=list(cluster.secret_keys),
     )
 
 
@@ -117,6 +143,7 @@ def placeholder_values(
         "model_size": release.model.size,
         "workdir": node.workdir,
         "release": release.name,
+        "boot_token": "",
     }
     options = {**profile.options, **release.engine.options}
     base.update({f"option.{name}": value for name, value in options.items()})
@@ -127,6 +154,30 @@ def placeholder_values(
     base["model"] = _fill(profile.model_dir, base, "model_dir")
     base.update(extra or {})
     return base
+
+
+def spec_secrets(cluster: Cluster, release: Release) -> Secrets:
+    """Every secret a release on a cluster carries: env of profile, release and nodes, build
+    arguments and engine options, with the cluster's `secret_keys`."""
+    profile = cluster.engine
+    return collect(
+        [
+            profile.launch.env,
+            profile.options,
+            release.engine.env,
+            release.engine.options,
+            release.build.args,
+            *(node.overrides.env for node in cluster.nodes),
+        ],
+        cluster.secret_keys,
+    )
+
+
+def _reference_checked(value: str, where: str) -> str:
+    problem = reference_problem(value)
+    if problem:
+        raise SpecError(problem, key=where, expected="{env:NAME} or {file:relative/path}")
+    return value
 
 
 def _node(cluster: Cluster, name: str) -> Node:

@@ -29,9 +29,13 @@ NODE_PLACEHOLDERS = frozenset(
         "model_size",
         "workdir",
         "release",
+        "boot_token",
     }
 )
-"""Names every launch template may use; `cache.<kind>` and `option.<name>` come on top."""
+"""Names every launch template may use; `cache.<kind>` and `option.<name>` come on top.
+
+`boot_token` is the secret every rank of one boot shares (empty outside a boot).
+"""
 
 
 def placeholders(template: str) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flows.bench.policy import CLIENT_METRICS
+from flows.bench.policy import CLIENT_METRICS, ENGINE_LEVEL
 from flows.bench.report import read_arm
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
@@ -89,9 +89,11 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     assert compared["new"] == ["1-candidate", "3-candidate"]
     assert compared["old"] == ["2-previous"]
     points = _summary(result)["points"]
-    expected = {("single/c1", metric) for metric in CLIENT_METRICS["single_stream"]}
-    expected |= {("streams/c2", metric) for metric in CLIENT_METRICS["closed_loop"]}
+    expected = {("single/c1", m) for m in [*CLIENT_METRICS["single_stream"], *ENGINE_LEVEL]}
+    expected |= {("streams/c2", m) for m in [*CLIENT_METRICS["closed_loop"], *ENGINE_LEVEL]}
     assert {(p["point"], p["unit"]) for p in points} == expected
+    # the engine's CPU time per step decides; the client's and the step's wall time are reported
+    assert {p["unit"] for p in points if p["gated"]} == {"engine_cpu_ms"}
     for point in points:
         assert point["verdict"] in ("faster", "level", "slower", "inconclusive")
         assert point["previous"] > 0

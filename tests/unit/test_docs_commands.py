@@ -97,7 +97,7 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         "tests/unit/spec/test_render.py::test_committed_schemas_are_current",
         "--out TMP, compared with the committed config/schema",
     ),
-    "sparkgate render RELEASE [--cluster C] [--node N] [--json]": Elsewhere(
+    "sparkgate render RELEASE [--cluster C] [--node N] [--json] [--show-secrets]": Elsewhere(
         "tests/unit/spec/test_render.py::test_render_json_on_stdout",
         "render releases/r2.yaml --node local1 --json",
     ),

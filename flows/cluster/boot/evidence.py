@@ -4,6 +4,9 @@ For every node: the rank's full log, what the runtime knows of it (status, exit 
 process table or `docker inspect`), the rendered launch plan and the cache listing, written to
 one folder per attempt. The caller attaches the folder to the record; the message of the error
 names it, so an operator finds it from the terminal.
+
+Evidence is attached to records, which are committed: every file is written redacted (the plan
+by its secret keys, `docker inspect` and the process table by key and by the secret values).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from flows.cluster.boot.caches import cache_sizes
 from flows.cluster.runtime.base import RankHandle, Runtime
 from flows.cluster.transport.base import Transport
+from flows.secrets import Secrets
 
 
 def evidence_folder(root: Path, label: str) -> Path:
@@ -40,11 +44,17 @@ def capture(
     cause: str,
 ) -> Path:
     """Write every node's log, inspect output, launch plan and cache listing into `folder`."""
-    summary: dict[str, Any] = {"cause": cause, "captured_at": datetime.now(UTC).isoformat()}
+    found = Secrets()
+    for handle in handles:
+        found = found.merged(handle.plan.secrets())
+    summary: dict[str, Any] = {
+        "cause": found.text(cause),
+        "captured_at": datetime.now(UTC).isoformat(),
+    }
     nodes: dict[str, Any] = {}
     for handle in handles:
         stem = folder / f"{handle.node}-rank{handle.rank}"
-        nodes[handle.node] = _capture_rank(stem, runtime, handle)
+        nodes[handle.node] = found.json(_capture_rank(stem, runtime, handle, found))
     plans = [handle.plan for handle in handles]
     try:
         sizes = [size.model_dump() for size in cache_sizes(transports, plans)]
@@ -56,16 +66,20 @@ def capture(
     return folder
 
 
-def _capture_rank(stem: Path, runtime: Runtime, handle: RankHandle) -> dict[str, Any]:
-    stem.with_suffix(".launch.json").write_text(handle.plan.model_dump_json(indent=2) + "\n")
-    facts: dict[str, Any] = {"rank": handle.rank, "handle": handle.model_dump(mode="json")}
+def _capture_rank(
+    stem: Path, runtime: Runtime, handle: RankHandle, found: Secrets
+) -> dict[str, Any]:
+    plan = handle.plan.redacted(found)
+    stem.with_suffix(".launch.json").write_text(plan.model_dump_json(indent=2) + "\n")
+    shown = handle.model_copy(update={"plan": plan})
+    facts: dict[str, Any] = {"rank": handle.rank, "handle": shown.model_dump(mode="json")}
     try:
-        stem.with_suffix(".log").write_text(runtime.read_log(handle))
+        stem.with_suffix(".log").write_text(found.text(runtime.read_log(handle)))
     except Exception as error:  # noqa: BLE001 - a node that cannot be read is itself evidence
         facts["log_error"] = str(error)
     try:
-        inspect = runtime.inspect(handle)
-        stem.with_suffix(".inspect.json").write_text(json.dumps(inspect, indent=2, default=str))
+        inspect = found.json(json.loads(json.dumps(runtime.inspect(handle), default=str)))
+        stem.with_suffix(".inspect.json").write_text(json.dumps(inspect, indent=2))
         facts["status"] = inspect.get("status")
     except Exception as error:  # noqa: BLE001
         facts["inspect_error"] = str(error)

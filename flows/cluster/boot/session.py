@@ -9,6 +9,7 @@ in another process find the very ranks (pids or containers) that this one left r
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,9 +88,13 @@ def load_session(state: Path, cluster: str) -> ClusterSession | None:
 
 
 def save_session(state: Path, session: ClusterSession) -> Path:
-    """Write the session atomically (a reader never sees half a file)."""
+    """Write the session atomically (a reader never sees half a file), its plans redacted:
+    stopping, status and logs need pids and stop settings, never a secret."""
     path = session_file(state, session.cluster)
-    write_text(path, session.model_dump_json(indent=2))
+    handles = [
+        handle.model_copy(update={"plan": handle.plan.redacted()}) for handle in session.handles
+    ]
+    write_text(path, session.model_copy(update={"handles": handles}).model_dump_json(indent=2))
     return path
 
 
@@ -100,11 +105,16 @@ def forget_session(state: Path, cluster: str) -> None:
 
 def prepare_plans(runtime: Runtime, cluster: Cluster, release: Release, say: LineSink) -> Prepared:
     """Build once and put the build on every node (a virtual environment, or the release
-    image for docker); render each rank's plan."""
+    image for docker); render each rank's plan with a fresh boot token shared by its ranks
+    (the engine refuses a rendezvous peer without it)."""
     installed = runtime.install(runtime.build(release, say), say)
     nodes = sorted(cluster.nodes, key=lambda node: node.rank)
+    token = secrets.token_urlsafe(32)
     plans = [
-        render_launch(cluster, release, node, installed.launch_values(node.name)) for node in nodes
+        render_launch(
+            cluster, release, node, {"boot_token": token, **installed.launch_values(node.name)}
+        )
+        for node in nodes
     ]
     return Prepared(plans=plans, build=installed.digest, image=installed.image)
 

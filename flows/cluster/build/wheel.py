@@ -118,8 +118,10 @@ def install(
     run = _runner(transport)
     run(["rm", "-rf", "--", str(root)])
     run([base_python, "-m", "venv", str(root)])
-    pip = [python, "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check",
-           "--find-links", str(staging / "wheels")]  # fmt: skip
+    # -I: the caller's PYTHONPATH must neither make pip skip the engine as "already installed"
+    # nor be counted as installed; ranks start without it (an explicit environment).
+    pip = [python, "-I", "-m", "pip", "install", "--quiet", "--no-index",
+           "--disable-pip-version-check", "--find-links", str(staging / "wheels")]  # fmt: skip
     run([*pip, "--require-hashes", "-r", str(staging / "wheels" / LOCK_NAME)])
     run([*pip, "--no-deps", str(staging / build.engine_wheel.name)])
     transport.write_text(marker, json.dumps({"digest": build.digest, "release": build.release}))
@@ -212,7 +214,7 @@ def _runner(transport: Transport) -> Callable[[list[str]], None]:
 
 
 def _inspect(build: ProcessBuild, transport: Transport, python: str, *, reused: bool) -> NodeEnv:
-    result = transport.run([python, "-c", _FREEZE], timeout=120)
+    result = transport.run([python, "-I", "-c", _FREEZE], timeout=120)  # -I: no PYTHONPATH
     if not result.ok:
         raise BuildError(f"{transport.node}: the installed build does not run: {result.stderr}")
     return NodeEnv(

@@ -46,6 +46,7 @@ from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, ClusterError, TransportError
 from flows.lines import LineSink
+from flows.secrets import resolve_env
 from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
 from flows.spec.launch import LaunchPlan, placeholder_values
 from flows.spec.release import Release
@@ -300,7 +301,7 @@ class DockerRanks:
         self._node(plan.node).run(["mkdir", "-p", "--", parent], check=True)
         self.hand_over(plan.node, [parent])
         code, output = self.one_shot(
-            plan.node, "model", plan.model_prepare, [parent], timeout, env=plan.env
+            plan.node, "model", plan.model_prepare, [parent], timeout, env=resolve_env(plan.env)
         )
         if code != 0:
             raise BuildError(f"{plan.node}: model preparation failed: {output[-800:]}")
@@ -339,9 +340,9 @@ class DockerRanks:
         """Create and start the rank's container from the release image."""
         if self._release is None:
             raise ClusterError(f"node {plan.node}: no release given to start a container of")
-        spec = rank_container(
-            self._cluster, self._release, self._cluster.node(plan.node), plan, self._need_image()
-        )
+        resolved = plan.model_copy(update={"env": resolve_env(plan.env)})  # the handle keeps refs
+        node = self._cluster.node(plan.node)
+        spec = rank_container(self._cluster, self._release, node, resolved, self._need_image())
         started = datetime.now(UTC)
         state = run_rank(self.client(plan.node), spec)
         return RankHandle.started(

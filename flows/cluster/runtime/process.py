@@ -5,6 +5,10 @@ installed into `<workdir>/envs/<digest12>` on every node. Ranks start detached t
 node's transport with their exit status written beside the log; the model is prepared and the
 caches emptied with plain commands on the node; the release tests run with the build's
 interpreter on a shipped copy of the built test tree.
+
+A rank never inherits the environment it is started from (the operator's SSH_AUTH_SOCK,
+HF_TOKEN, ...): it gets `flows.secrets.EXPLICIT_ENV` as the node has them plus the plan's env,
+whose `{env:..}`/`{file:..}` references are resolved here, at launch, and nowhere stored.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from flows.cluster.runtime.pytest_host import ProcessTestHost, ship_tree, tree_f
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError, TransportError
 from flows.lines import LineSink
+from flows.secrets import explicit_env, resolve_env
 from flows.spec.cluster import Cluster, Node
 from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
@@ -30,8 +35,9 @@ from flows.spec.release import Release
 STOP_POLL_S = 0.2
 FACT_TIMEOUT_S = 30.0
 # The wrapper keeps the rank's exit status: a trapped signal waits for the engine to finish,
-# then `$?` is written next to the log. argv reaches the engine as "$@", never as shell text.
-_EXIT_WRAPPER = 'trap : TERM INT HUP; "$@"; echo "$?" > "$0"'
+# then `$?` is written next to the log. argv reaches the engine as "$@", never as shell text;
+# `{env}` keeps only the explicit environment (names only: values never enter a command line).
+_EXIT_WRAPPER = 'trap : TERM INT HUP; {env} "$@"; echo "$?" > "$0"'
 
 
 class ProcessRuntime:
@@ -87,7 +93,10 @@ class ProcessRuntime:
         """Run the profile's model preparation on the node, in the rank's working folder."""
         if not plan.model_prepare:
             raise BuildError(f"{plan.node}: no model at {plan.model_dir} and no model_prepare")
-        result = self._node(plan.node).run(plan.model_prepare, timeout=timeout, cwd=plan.cwd)
+        argv = ["sh", "-c", f'exec {explicit_env(plan.env)} "$@"', "sh", *plan.model_prepare]
+        result = self._node(plan.node).run(
+            argv, timeout=timeout, cwd=plan.cwd, env=resolve_env(plan.env)
+        )
         if not result.ok:
             raise BuildError(
                 f"{plan.node}: model preparation failed: {(result.stderr or result.stdout)[-800:]}"
@@ -134,8 +143,10 @@ class ProcessRuntime:
         started = datetime.now(UTC)
         stem = f"{_log_dir(plan)}/{started:%Y%m%dT%H%M%S.%f}-rank{plan.rank}"
         log_path, exit_path = f"{stem}.log", f"{stem}.exit"
-        argv = ["sh", "-c", _EXIT_WRAPPER, exit_path, *plan.argv]
-        pid = self._node(plan.node).start(argv, stdout_path=log_path, env=plan.env, cwd=plan.cwd)
+        wrapper = _EXIT_WRAPPER.replace("{env}", explicit_env(plan.env))
+        argv = ["sh", "-c", wrapper, exit_path, *plan.argv]
+        env = resolve_env(plan.env)
+        pid = self._node(plan.node).start(argv, stdout_path=log_path, env=env, cwd=plan.cwd)
         return RankHandle.started(
             "process", plan, started, pid=pid, log_path=log_path, exit_path=exit_path
         )

@@ -5,7 +5,8 @@ configuration) is shipped once per digest beside the node's installed environmen
 carries /opt/engine. A run copies that tree to a fresh workspace, lays the release's changed
 files over it, runs pytest with the build's interpreter, keeps pytest's output and JUnit XML as
 raw files and removes the workspace. The pieces both runtimes share (pytest's argv, copying
-files with a checksum proof, keeping the raw files) sit here too.
+files with a checksum proof, keeping the raw files) sit here too. pytest runs with an explicit
+environment (`flows.secrets.EXPLICIT_ENV`), never the whole environment it is started from.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, SparkgateError
 from flows.fileio import marker_digest, sha256_file, write_text
 from flows.lines import LineSink
+from flows.secrets import explicit_env
 
 TREE_MARKER = ".sparkgate-tree.json"
 # Files of the engine tree the tests need on a node: the tests and pytest's configuration.
@@ -137,9 +139,9 @@ class ProcessTestHost:
             put_all(transport, PurePosixPath(workspace), changed)
         self._say(f"{transport.node}: pytest on {len(gate)} gate files")
         try:
-            result = transport.run(
-                pytest_argv(self._python, workspace, gate), timeout=timeout, cwd=workspace
-            )
+            argv = ["sh", "-c", f'exec {explicit_env()} "$@"', "sh"]
+            argv += pytest_argv(self._python, workspace, gate)
+            result = transport.run(argv, timeout=timeout, cwd=workspace)
             rc, output = result.rc, f"{result.stdout}\n{result.stderr}"
         except SparkgateError as error:  # a timeout: keep whatever pytest wrote
             rc, output = 124, f"pytest did not finish within {timeout:g}s: {error}"
