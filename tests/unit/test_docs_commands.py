@@ -119,6 +119,10 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         "tests/unit/cluster/test_lock_cli.py::test_unlock_needs_force_and_names_the_holder"
     ),
     "sparkgate records [--experiments DIR] [--write-index]": Elsewhere(RECORDS_CLI),
+    "sparkgate records --brief": Elsewhere(
+        "tests/unit/record/test_brief.py::test_records_brief_prints_them",
+        "records --brief --experiments tests/data/records/schema-1",
+    ),
     "sparkgate show RECORD [--raw]": Elsewhere(RECORDS_CLI, "show r2 --raw"),
     "sparkgate verify RECORD": Elsewhere(
         "tests/unit/record/test_cli.py::test_verify_exits_0_when_clean_and_1_listing_problems"
