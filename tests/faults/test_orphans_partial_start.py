@@ -103,6 +103,7 @@ def test_a_start_killed_midway_is_found_and_stopped_by_cluster_stop(
     ensure_models(plans, release_r1)
     runtime = HeadUnreachable(transports, tmp_path, local_cluster.name)
     worker = next(plan for plan in plans if not plan.head)
+    runtime.prepare(worker)
     handle = ProcessRuntime.start(runtime, worker)  # what a killed driver left running
     try:
         # the file a killed `cluster start` leaves: written when the worker started
