@@ -180,6 +180,26 @@ def pin_host_key(known_hosts: Path, hostname: str, key: paramiko.PKey, *, node: 
         os.close(handle)
 
 
+def host_key_policy(node: str, target: SshTarget, *, pin: bool) -> paramiko.MissingHostKeyPolicy:
+    """What to do with a host key known_hosts does not have: pin it, or refuse with advice."""
+    if pin:
+        return _PinUnknownHost(node, target.known_hosts)
+    return _RefuseUnknownHost(node, target)
+
+
+def host_key_changed(
+    node: str, target: SshTarget, error: paramiko.BadHostKeyException
+) -> HostKeyError:
+    """The error for a host whose key differs from the one known_hosts has."""
+    user = f"{target.user}@" if target.user else ""
+    return HostKeyError(
+        f"{node}: host key of {user}{target.hostname}:{target.port} CHANGED: known_hosts "
+        f"({target.known_hosts}) has {fingerprint(error.expected_key)}, the host "
+        f"offered {fingerprint(error.key)}; if the host was reinstalled, remove the old "
+        f"entry (ssh-keygen -R {target.hostname}), otherwise treat this as an attack"
+    )
+
+
 class SshTransport:
     """One reused, thread-safe SSH connection (plus SFTP) to one node."""
 
@@ -230,10 +250,9 @@ class SshTransport:
         client = paramiko.SSHClient()
         if self.target.known_hosts.is_file():
             client.load_host_keys(str(self.target.known_hosts))
-        if self.settings.accept_unknown_host_keys:
-            client.set_missing_host_key_policy(_PinUnknownHost(self.node, self.target.known_hosts))
-        else:
-            client.set_missing_host_key_policy(_RefuseUnknownHost(self.node, self.target))
+        client.set_missing_host_key_policy(
+            host_key_policy(self.node, self.target, pin=self.settings.accept_unknown_host_keys)
+        )
         timeout = self.settings.connect_timeout_s
         try:
             client.connect(
@@ -249,12 +268,7 @@ class SshTransport:
             )
         except paramiko.BadHostKeyException as error:
             client.close()
-            raise HostKeyError(
-                f"{self.node}: host key of {self._where()} CHANGED: known_hosts "
-                f"({self.target.known_hosts}) has {fingerprint(error.expected_key)}, the host "
-                f"offered {fingerprint(error.key)}; if the host was reinstalled, remove the old "
-                f"entry (ssh-keygen -R {self.target.hostname}), otherwise treat this as an attack"
-            ) from error
+            raise host_key_changed(self.node, self.target, error) from error
         except paramiko.AuthenticationException as error:
             client.close()
             raise TransportError(
