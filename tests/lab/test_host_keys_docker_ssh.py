@@ -15,14 +15,14 @@ import pytest
 
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import HostKeyError, TransportError
-from tests.lab.conftest import Lab, lab  # noqa: F401 - the lab fixture
 
+from .conftest import Lab
 from .tcp_relay import Relay
 
 pytestmark = pytest.mark.lab
 
 
-def endpoint(lab: Lab, relay: Relay, known_hosts: Path, *, pin: bool) -> DockerEndpoint:  # noqa: F811
+def endpoint(lab: Lab, relay: Relay, known_hosts: Path, *, pin: bool) -> DockerEndpoint:
     settings = lab.settings(
         0, host="127.0.0.1", port=relay.port, known_hosts=known_hosts, accept_unknown_host_keys=pin
     )
@@ -42,7 +42,7 @@ def reach(target: DockerEndpoint) -> str:
 
 
 def test_docker_over_ssh_uses_the_cluster_known_hosts_key_and_port(
-    lab: Lab,  # noqa: F811
+    lab: Lab,
     tmp_path: Path,
 ) -> None:
     host0, host1 = lab.state.hosts[0], lab.state.hosts[1]

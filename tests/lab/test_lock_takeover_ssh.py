@@ -13,12 +13,13 @@ import pytest
 
 from flows.cluster.ops.lock import ClusterLock, LockSettings, read_lock
 from flows.errors import LockLostError
-from tests.lab.conftest import Lab, lab  # noqa: F401 - the lab fixture
+
+from .conftest import Lab
 
 pytestmark = pytest.mark.lab
 
 
-def test_taken_over_holder_is_refused_over_ssh(lab: Lab, tmp_path: Path) -> None:  # noqa: F811
+def test_taken_over_holder_is_refused_over_ssh(lab: Lab, tmp_path: Path) -> None:
     settings = LockSettings(path=str(tmp_path / "head" / "sparkgate.lock"), stale_after_s=0.5,
                             heartbeat_s=3600)  # fmt: skip
     first_link, second_link = lab.transport(0), lab.transport(0)

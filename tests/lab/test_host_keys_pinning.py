@@ -15,14 +15,14 @@ import pytest
 
 from flows.cluster.transport import SshTransport
 from flows.errors import HostKeyError
-from tests.lab.conftest import Lab, lab  # noqa: F401 - the lab fixture
 
+from .conftest import Lab
 from .tcp_relay import Relay
 
 pytestmark = pytest.mark.lab
 
 
-def through(lab: Lab, relay: Relay, known_hosts: Path) -> SshTransport:  # noqa: F811
+def through(lab: Lab, relay: Relay, known_hosts: Path) -> SshTransport:
     settings = lab.settings(
         0, host="127.0.0.1", port=relay.port, known_hosts=known_hosts,
         accept_unknown_host_keys=True,
@@ -30,7 +30,7 @@ def through(lab: Lab, relay: Relay, known_hosts: Path) -> SshTransport:  # noqa:
     return SshTransport("relayed", settings)
 
 
-def test_first_key_is_pinned_and_a_different_one_refused(lab: Lab, tmp_path: Path) -> None:  # noqa: F811
+def test_first_key_is_pinned_and_a_different_one_refused(lab: Lab, tmp_path: Path) -> None:
     known_hosts = tmp_path / "known_hosts"
     host0, host1 = lab.state.hosts[0], lab.state.hosts[1]
     with Relay((host0.address, 22)) as relay:
