@@ -94,6 +94,10 @@ class LockHeldError(ClusterError):
     """The cluster is locked by another qualification."""
 
 
+class LockLostError(ClusterError):
+    """This run's cluster lock was taken over (judged stale) by another run: stop driving it."""
+
+
 class BuildError(ClusterError):
     """Building or distributing a release failed."""
 

@@ -2,7 +2,8 @@
 
 `start` takes the cluster lock for the boot (a qualification in progress is never disturbed),
 builds and installs the release, boots it while printing each rank's phases as they happen, and
-ends with the boot timeline. The running ranks are remembered in the project's state folder so
+ends with the boot timeline; SIGTERM cleans up like Ctrl-C (ranks started so far stopped, lock
+released). The running ranks are remembered in the project's state folder so
 the other commands, in later processes, act on exactly those ranks. `load_cluster` is the one
 way a `--cluster` option becomes a model (every command group uses it).
 """
@@ -19,6 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from flows.commands.signals import terminate_as_interrupt
 from flows.errors import ClusterError, SpecError
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
@@ -100,7 +102,7 @@ def start(
             f"{running.started_at:%Y-%m-%d %H:%M:%S} UTC); `sparkgate cluster stop` first"
         )
     clock = time.monotonic()
-    with TransportPool(spec) as pool:
+    with terminate_as_interrupt(), TransportPool(spec) as pool:
         transports = {node.name: pool.node(node.name) for node in spec.nodes}
         with ClusterLock(pool.head, lock_settings(spec)):
             started = start_release(

@@ -4,7 +4,8 @@
 terminal: they find the paused run of that release and resume it with the decision, and the
 waiting flow then promotes or records the rejection. `promote` decides later, for a release
 qualified with `--no-wait`; `rollback` returns to the previous promoted release on purpose.
-With `--deploy` both also start the promoted release on the cluster and verify it.
+With `--deploy` both also start the promoted release on the cluster and verify it; SIGTERM then
+cleans up like Ctrl-C (lock released, pointer put back).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import typer
 from rich.markup import escape
 
 from flows.commands.cluster import ClusterOption, cluster_path, load_cluster
+from flows.commands.signals import terminate_as_interrupt
 from flows.ui.console import err_console
 
 ByOption = Annotated[str | None, typer.Option("--by", help="Who decides (default: your login).")]
@@ -72,9 +74,10 @@ def promote(
     prefect_environment()
     from flows.pipeline.promote import promote_release  # noqa: PLC0415
 
-    pointer = promote_release(
-        path, by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say
-    )
+    with terminate_as_interrupt():
+        pointer = promote_release(
+            path, by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say
+        )
     _print_current(pointer.current.release, pointer.current.record)
 
 
@@ -91,7 +94,10 @@ def rollback(
     prefect_environment()
     from flows.pipeline.promote import rollback as roll_back  # noqa: PLC0415
 
-    pointer = roll_back(by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say)
+    with terminate_as_interrupt():
+        pointer = roll_back(
+            by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say
+        )
     _print_current(pointer.current.release, pointer.current.record)
 
 

@@ -5,18 +5,21 @@ terminal kills it together with the flow, and the flow then hangs retrying API c
 cleaning up (stopping ranks, releasing the lock). Starting the same server (same app, same
 project-local database) in a session of its own lets the interrupt reach only the flow, which
 ends the run as Crashed and stops what it started. When PREFECT_API_URL names a server, that
-server is used and nothing is started here. Import after `flows.settings.prefect_environment()`.
+server is used and nothing is started here. The server dies with us: it asks the kernel for
+SIGTERM when its parent dies (PR_SET_PDEATHSIG), so even a SIGKILLed `qualify` leaves no server
+behind. Import after `flows.settings.prefect_environment()`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from flows.engine_api.ready import probe_ready
@@ -28,6 +31,7 @@ HEALTH_POLL_S = 0.2
 STOP_GRACE_S = 10.0
 DRAIN_TIMEOUT_S = 10.0
 SERVERS_DIR = "embedded-servers"
+PR_SET_PDEATHSIG = 1
 
 
 @contextlib.contextmanager
@@ -49,6 +53,7 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_dies_with(os.getpid()),  # noqa: PLW1509 - only async-signal-safe calls
         )
     advert = servers_dir() / f"{server.pid}.url"
     try:
@@ -104,6 +109,21 @@ def _read(file: Path) -> str:
 
 def _healthy(url: str) -> bool:
     return probe_ready(f"{url}/health", timeout_s=2)
+
+
+def _dies_with(parent: int) -> Callable[[], None]:
+    """In the child before exec: SIGTERM me when my parent dies; exit if it already has.
+
+    prctl is looked up here, in the parent: the child between fork and exec only calls it.
+    """
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request was in place
+            os._exit(1)
+
+    return arm
 
 
 def _server_argv(port: int) -> list[str]:

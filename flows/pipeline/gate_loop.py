@@ -3,7 +3,8 @@
 A gate that passed is cached by Prefect under a key covering the build digest, the resolved
 cluster, its settings and the record, so a re-run resumes at the first gate without a result. A
 failed gate ends its task Failed by returning a state (a verdict, not a crash); a gate that
-crashes before it produced a verdict is recorded as failed with the crash's message.
+crashes before it produced a verdict is recorded as failed with the crash's message. Before
+each gate the cluster lock is checked (`ensure_held`): a run whose lock was taken over stops.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from prefect.client.schemas.objects import State
 from prefect.states import Failed
 
 from flows.bench.ledger import Ledger
+from flows.cluster.ops.lock import ensure_held
 from flows.errors import SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.harness import run_gate
@@ -60,6 +62,7 @@ def run_gates(
     results: dict[str, GateResult] = {}
     for gate in GATES:
         settings = getattr(context.release.gates, gate)
+        ensure_held()
         observer.started(gate)
         if not settings.enabled:
             result = _skipped(gate, "disabled in the release file")

@@ -4,8 +4,10 @@ Qualify, calibrate and the promotion deploy all start the same way; `held_cluste
 every one of them needs (a transport to every node, the cluster's concurrency slot and its lock)
 and `prepared_cluster` adds what a measured run needs on top (preflight, the build made once,
 installed and verified on every node, the gates' context and an open record). Each step is
-reported to a `StageObserver` as a stage (lock, preflight, build, distribute). Import this
-module only after `flows.settings.prefect_environment()`.
+reported to a `StageObserver` as a stage (lock, preflight, build, distribute). Before each stage
+the lock is checked on the head (`ensure_held`): a run whose lock was taken over stops with
+LockLostError instead of driving a cluster another run now owns. Import this module only after
+`flows.settings.prefect_environment()`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows import __version__
 from flows.cluster.build.wheel import ProcessBuild, build_release
-from flows.cluster.ops.lock import ClusterLock, lock_settings
+from flows.cluster.ops.lock import ClusterLock, ensure_held, lock_settings
 from flows.cluster.ops.preflight import run_preflight
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.base import Transport
@@ -68,7 +70,7 @@ def held_cluster(
         transports = {node.name: pool.node(node.name) for node in cluster.nodes}
         observer.started("lock")
         lock = ClusterLock(pool.head, lock_settings(cluster), command=command)
-        with cluster_slot(cluster.name) if slot else nullcontext(), lock:
+        with cluster_slot(cluster.name) if slot else nullcontext(), lock, lock.current():
             observer.finished("lock", "passed", cluster.head.name)
             yield HeldCluster(pool=pool, transports=transports)
 
@@ -93,11 +95,14 @@ def prepared_cluster(
     experiments = project_root() / "experiments"
     say = observer.note
     with held_cluster(cluster, command=command, observer=observer) as held:
+        ensure_held()
         observer.started("preflight")
         observer.finished("preflight", "passed", preflight_task(cluster, held.pool))
+        ensure_held()
         observer.started("build")
         build = build_task(release, state, say)
         observer.finished("build", "passed", build.short)
+        ensure_held()
         observer.started("distribute")
         installed = distribute_task(
             release, cluster, transports=held.transports, state=state, say=say
@@ -111,6 +116,7 @@ def prepared_cluster(
             records or experiments, release, build_digest=build.digest, cluster=cluster,
             previous=previous.name if previous else None, resume=resume,
         )  # fmt: skip
+        ensure_held()
         record.save_json("build.json", build.model_dump(mode="json"))
         say(f"record: {record.path}")
         yield PreparedCluster(held=held, build=build, context=context, record=record)

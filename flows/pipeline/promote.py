@@ -5,7 +5,10 @@ that would be deployed, and only by a named person with a reason. The promoted r
 file, `config/promoted.yaml` (current entry plus the earlier promoted ones, newest first), always
 replaced by rename so a reader sees the old pointer or the new one. Every decision (promoted,
 rejected, no decision in time, deployed, deploy failed, rolled back) is appended as one JSON line to
-`experiments/promotions.jsonl`, which is never rewritten.
+`experiments/promotions.jsonl`, which is never rewritten. Every read-modify-write of the pointer
+holds an exclusive `flock` on the `config/` folder, so concurrent promotions never lose history.
+A deploy that fails in any way (an unexpected exception included) rolls the pointer back; one
+that is interrupted (Ctrl-C, SIGTERM) puts the pointer back as it was before it stops.
 
 The module reads top to bottom: the decision input the paused qualification waits for, the pure
 rules (refusal reasons, pointer updates, spot-check comparison), then the I/O (pointer, log,
@@ -16,10 +19,12 @@ Import it only after `flows.settings.prefect_environment()`.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -214,6 +219,45 @@ def read_pointer(root: Path) -> Pointer | None:
         ) from None
 
 
+@contextmanager
+def pointer_lock(root: Path) -> Iterator[None]:
+    """Hold the pointer's folder exclusively (flock, released by the kernel if we die)."""
+    folder = (root / POINTER_FILE).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing the last descriptor releases the lock
+
+
+def switch_pointer(
+    root: Path, change: Callable[[Pointer | None], Pointer]
+) -> tuple[Pointer | None, Pointer]:
+    """Apply `change` to the pointer under `pointer_lock`; (before, after)."""
+    with pointer_lock(root):
+        before = read_pointer(root)
+        after = change(before)
+        write_pointer(root, after)
+        return before, after
+
+
+def restore_pointer(root: Path, expected: Pointer, original: Pointer | None) -> bool:
+    """Put `original` back (no pointer when None) if the pointer is still `expected`.
+
+    False when another promotion changed the pointer meanwhile: it is left as that one wrote it.
+    """
+    with pointer_lock(root):
+        if read_pointer(root) != expected:
+            return False
+        if original is None:
+            (root / POINTER_FILE).unlink(missing_ok=True)
+        else:
+            write_pointer(root, original)
+        return True
+
+
 def write_pointer(root: Path, pointer: Pointer) -> Path:
     """Replace the pointer atomically (temporary file, fsync, rename)."""
     path = root / POINTER_FILE
@@ -277,41 +321,46 @@ def promote_release(
     """Promote a qualified release; with a cluster file, deploy it (rolled back on failure)."""
     root, state = project_root(), state_dir()
     entry = checked_entry(Path(release_file), by=by, reason=reason, root=root, state=state, say=say)
-    before = read_pointer(root)
-    after = promoted(before, entry)
-    write_pointer(root, after)
+    cluster = load_model(cluster_file, Cluster) if cluster_file is not None else None
+    before, after = switch_pointer(root, lambda pointer: promoted(pointer, entry))
     append_log(root, _log(entry, "promoted"))
     say(f"promoted {entry.release} (build {entry.build_digest[:12]}, record {entry.record})")
-    if cluster_file is None:
+    if cluster is None:
         return after
-    cluster = load_model(cluster_file, Cluster)
-    problem, evidence = deploy(cluster, entry, root=root, state=state, say=say)
+    problem, evidence = _guarded_deploy(
+        cluster, entry, root=root, state=state, say=say, expected=after, original=before
+    )
     if problem is None:
         append_log(root, _log(entry, "deployed", detail=f"on {cluster.name}"))
         return after
     append_log(root, _log(entry, "deploy-failed", detail=problem, evidence=evidence))
     say(f"deploy of {entry.release} failed: {problem}; rolling back")
-    if before is None:
-        (root / POINTER_FILE).unlink()  # nothing was promoted before: no pointer, as before
+    if not restore_pointer(root, after, before):
+        raise PromotionError(
+            f"deploy of {entry.release} failed: {problem}; the pointer was changed by another "
+            "promotion meanwhile and is left as that one wrote it "
+            f"(evidence: {', '.join(evidence) or 'none'})"
+        )
+    if before is None:  # nothing was promoted before: no pointer, as before
         raise PromotionError(
             f"deploy of {entry.release} failed and there is no previous promoted release: "
             f"{problem} (evidence: {', '.join(evidence) or 'none'})"
         )
-    restored = rolled_back(after)
-    write_pointer(root, restored)
-    back, back_evidence = deploy(cluster, restored.current, root=root, state=state, say=say)
+    back, back_evidence = _deploy_or_problem(
+        cluster, before.current, root=root, state=state, say=say
+    )
     detail = f"automatic, after the deploy of {entry.release} failed: {problem}"
     if back is not None:
         detail += f"; the previous release did not verify either: {back}"
     append_log(
         root,
         _log(
-            restored.current, "rolled-back", by=by, reason=reason, detail=detail,
+            before.current, "rolled-back", by=by, reason=reason, detail=detail,
             evidence=[*evidence, *back_evidence],
         ),
     )  # fmt: skip
     raise PromotionError(
-        f"deploy of {entry.release} failed: {problem}; rolled back to {restored.current.release}"
+        f"deploy of {entry.release} failed: {problem}; rolled back to {before.current.release}"
         + (" (verified)" if back is None else f" which failed too: {back}")
         + f"; evidence: {', '.join(evidence) or 'none'}"
     )
@@ -326,12 +375,19 @@ def rollback(
 ) -> Pointer:
     """Return to the previous promoted release on purpose (and deploy it with a cluster)."""
     root, state = project_root(), state_dir()
-    restored = rolled_back(read_pointer(root))
-    write_pointer(root, restored)
+    cluster = load_model(cluster_file, Cluster) if cluster_file is not None else None
+    before, restored = switch_pointer(root, rolled_back)
     problem, evidence = None, list[str]()
-    if cluster_file is not None:
-        cluster = load_model(cluster_file, Cluster)
-        problem, evidence = deploy(cluster, restored.current, root=root, state=state, say=say)
+    if cluster is not None:
+        problem, evidence = _guarded_deploy(
+            cluster,
+            restored.current,
+            root=root,
+            state=state,
+            say=say,
+            expected=restored,
+            original=before,
+        )
     detail = "on purpose" + ("" if problem is None else f"; deploy failed: {problem}")
     append_log(
         root,
@@ -341,6 +397,46 @@ def rollback(
     if problem is not None:
         raise PromotionError(f"rolled back to {restored.current.release} but it failed: {problem}")
     return restored
+
+
+def _deploy_or_problem(
+    cluster: Cluster, entry: PromotedEntry, *, root: Path, state: Path, say: LineSink
+) -> tuple[str | None, list[str]]:
+    """`deploy`, with any unexpected exception turned into a problem (so it is rolled back)."""
+    try:
+        return deploy(cluster, entry, root=root, state=state, say=say)
+    except Exception as error:  # noqa: BLE001 - any crash of a deploy is a failed deploy
+        return f"deploy crashed: {type(error).__name__}: {error}", []
+
+
+def _guarded_deploy(
+    cluster: Cluster,
+    entry: PromotedEntry,
+    *,
+    root: Path,
+    state: Path,
+    say: LineSink,
+    expected: Pointer,
+    original: Pointer | None,
+) -> tuple[str | None, list[str]]:
+    """Deploy `entry`; when interrupted (Ctrl-C, SIGTERM), put the pointer back, then stop.
+
+    The cluster lock and whatever the deploy started are released by its own cleanup on the
+    way out; the pointer never names a release that was not deployed.
+    """
+    try:
+        return _deploy_or_problem(cluster, entry, root=root, state=state, say=say)
+    except BaseException:
+        restored = restore_pointer(root, expected, original)
+        append_log(
+            root,
+            _log(
+                entry, "rolled-back",
+                detail="deploy interrupted; "
+                + ("pointer restored" if restored else "pointer changed meanwhile, left as is"),
+            ),
+        )  # fmt: skip
+        raise
 
 
 def _log(

@@ -5,26 +5,34 @@ build once, install the same build on every node, make sure each node has the mo
 caches a cold boot asks for, boot while watching every rank. What it started is saved as a
 `ClusterSession` in the project's state folder, so `sparkgate cluster stop`, `status` and `logs`
 in another process find the very ranks (pids or containers) that this one left running.
+
+Nothing is orphaned by a start that does not finish: each rank is remembered in
+`clusters/NAME.starting.json` the moment it starts, so even a killed driver leaves a file that
+`load_session` (hence `cluster stop`) finds; and when a start fails or is interrupted after some
+ranks started (the head refused after its workers came up), those ranks' evidence is captured
+and they are stopped before the error is raised.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.boot.caches import CacheTarget
+from flows.cluster.boot.evidence import capture, evidence_folder
 from flows.cluster.boot.timeline import BootTimeline
 from flows.cluster.boot.watch import EventSink, boot, stop_all
 from flows.cluster.runtime.base import RankHandle, RankStatus, Runtime
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
-from flows.errors import BuildError, ClusterError
+from flows.errors import BootError, BuildError, ClusterError, SparkgateError
 from flows.fileio import write_text
 from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
@@ -33,7 +41,7 @@ from flows.spec.release import Release
 
 __all__ = [
     "ClusterSession", "Prepared", "Started", "ensure_models", "forget_session", "load_session",
-    "prepare_plans", "save_session", "session_file", "start_release",
+    "prepare_plans", "save_session", "session_file", "start_release", "starting_file",
     "stop_session",
 ]  # fmt: skip
 MODEL_TIMEOUT_S = 600.0
@@ -79,12 +87,64 @@ def session_file(state: Path, cluster: str) -> Path:
     return state / "clusters" / f"{cluster}.json"
 
 
+class StartingSession(BaseModel):
+    """The ranks a start has launched so far; what is left of a start that never finished."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cluster: str
+    release: str
+    runtime: Literal["process", "docker"]
+    started_at: datetime
+    handles: list[RankHandle]
+
+
+def starting_file(state: Path, cluster: str) -> Path:
+    """Where the ranks of a start in progress are remembered, one by one."""
+    return state / "clusters" / f"{cluster}.starting.json"
+
+
+UNFINISHED = "unknown: the start did not finish"
+
+
 def load_session(state: Path, cluster: str) -> ClusterSession | None:
-    """The remembered session, or None when nothing was started (or it was stopped)."""
+    """The remembered session, or None when nothing was started (or it was stopped).
+
+    A start that never finished (its driver was killed) counts: its ranks come back as a
+    session whose build is UNFINISHED, so `cluster stop` stops them.
+    """
     path = session_file(state, cluster)
-    if not path.is_file():
+    if path.is_file():
+        return ClusterSession.model_validate_json(path.read_text())
+    partial = starting_file(state, cluster)
+    if not partial.is_file():
         return None
-    return ClusterSession.model_validate_json(path.read_text())
+    left = StartingSession.model_validate_json(partial.read_text())
+    return ClusterSession(
+        cluster=left.cluster, release=left.release, runtime=left.runtime, build=UNFINISHED,
+        started_at=left.started_at, handles=left.handles,
+        timeline=BootTimeline(started_at=left.started_at, ready_s=None, ranks=[]),
+    )  # fmt: skip
+
+
+class _Remembering:
+    """The runtime, remembering every rank it starts at once (in memory and in a file)."""
+
+    def __init__(self, runtime: Runtime, remember: Callable[[list[RankHandle]], None]) -> None:
+        self._runtime = runtime
+        self._remember = remember
+        self._lock = threading.Lock()
+        self.started: list[RankHandle] = []
+
+    def start(self, plan: LaunchPlan) -> RankHandle:
+        handle = self._runtime.start(plan)
+        with self._lock:
+            self.started.append(handle)
+            self._remember(list(self.started))
+        return handle
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
 
 
 def save_session(state: Path, session: ClusterSession) -> Path:
@@ -155,10 +215,32 @@ def start_release(
         transports[plan.node].run(["mkdir", "-p", "--", plan.workdir], timeout=30, check=True)
     ensure_models(plans, transports, say, runtime)
     runtime.empty_caches(empty)
-    result = boot(
-        cluster.engine, plans, runtime, transports,
-        evidence_root=state / "evidence" / cluster.name, on_event=on_event,
-    )  # fmt: skip
+    began = datetime.now(UTC)
+    partial = starting_file(state, cluster.name)
+
+    def remember(handles: list[RankHandle]) -> None:
+        left = StartingSession(
+            cluster=cluster.name, release=release.name, runtime=runtime.kind,
+            started_at=began,
+            handles=[h.model_copy(update={"plan": h.plan.redacted()}) for h in handles],
+        )  # fmt: skip
+        write_text(partial, left.model_dump_json(indent=2))
+
+    remembering = _Remembering(runtime, remember)
+    try:
+        result = boot(
+            cluster.engine, plans, cast("Runtime", remembering), transports,
+            evidence_root=state / "evidence" / cluster.name, on_event=on_event,
+        )  # fmt: skip
+    except BaseException as error:
+        stopped = _stop_left_behind(
+            cluster, runtime, remembering.started, transports=transports, state=state, error=error
+        )
+        if isinstance(error, SparkgateError) and stopped is not None:
+            raise BootError(
+                f"{error}; {stopped}", evidence=getattr(error, "evidence", None)
+            ) from error
+        raise
     session = ClusterSession(
         cluster=cluster.name,
         release=release.name,
@@ -171,7 +253,48 @@ def start_release(
         emptied=list(empty),
     )
     save_session(state, session)
+    partial.unlink(missing_ok=True)
     return Started(session=session, wall_s=result.wall_s)
+
+
+def _stop_left_behind(
+    cluster: Cluster,
+    runtime: Runtime,
+    started: Sequence[RankHandle],
+    *,
+    transports: Mapping[str, Transport],
+    state: Path,
+    error: BaseException,
+) -> str | None:
+    """After a failed start: capture and stop the ranks still running; what was done, if any.
+
+    The starting file is dropped only when every rank is known stopped; otherwise it stays for
+    `cluster stop`.
+    """
+    partial = starting_file(state, cluster.name)
+    running = [handle for handle in started if _still_running(runtime, handle)]
+    if not running:
+        partial.unlink(missing_ok=True)
+        return None
+    folder = capture(
+        evidence_folder(state / "evidence" / cluster.name, "partial-start"), runtime, running,
+        transports, cause=f"start did not finish: {error!r}",
+    )  # fmt: skip
+    stop_all(runtime, running)
+    if any(_still_running(runtime, handle) for handle in running):
+        return (
+            f"{len(running)} rank(s) it had started did not stop; `sparkgate cluster stop` "
+            f"(evidence: {folder})"
+        )
+    partial.unlink(missing_ok=True)
+    return f"stopped {len(running)} rank(s) it had started (evidence: {folder})"
+
+
+def _still_running(runtime: Runtime, handle: RankHandle) -> bool:
+    try:
+        return runtime.status(handle).running
+    except SparkgateError:
+        return True  # unknown: keep it remembered
 
 
 def stop_session(
@@ -184,4 +307,5 @@ def stop_session(
     if any(status.running for status in statuses):
         raise ClusterError(f"cluster {cluster.name}: some ranks still run after stop")
     forget_session(state, cluster.name)
+    starting_file(state, cluster.name).unlink(missing_ok=True)
     return statuses

@@ -21,6 +21,7 @@ from flows.cluster.build.image import BuildRequest, BuiltImage, build_image
 from flows.cluster.build.progress import ImageProgress
 from flows.cluster.build.wheelhouse import engine_requirements, ensure_wheelhouse, host_spec
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
+from flows.cluster.transport.factory import docker_ssh
 from flows.errors import BuildError, SpecError
 from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.launch import placeholder_values
@@ -77,6 +78,7 @@ def docker_endpoints(cluster: Cluster, release: Release) -> list[DockerEndpoint]
                 node.overrides.docker_daemon or cluster.runtime.daemon,
                 placeholder_values(cluster, release, node),
             ),
+            ssh=docker_ssh(cluster, node),
         )
         for node in nodes
     ]

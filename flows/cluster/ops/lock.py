@@ -6,6 +6,12 @@ content is complete before the name appears), so two runs can never both believe
 A heartbeat thread refreshes the timestamp; a lock whose heartbeat is older than `stale_after_s`
 belongs to a run that died and may be taken over, with a warning. Staleness is judged with this
 machine's UTC clock; preflight checks clock skew between nodes.
+
+Every change of an existing lock (heartbeat, stale takeover, release, forced unlock) is a
+compare-and-swap done on the node in one command: under `flock` on the lock's folder, the new
+content is renamed over the lock only while the lock still carries the expected token. So a
+holder whose lock was taken over can never overwrite the new owner's lock; its heartbeat fails,
+marks the lock lost, and the run's stages (`ensure_held`) stop it with LockLostError.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from types import TracebackType
@@ -26,7 +34,7 @@ from types import TracebackType
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows.cluster.transport.base import Transport
-from flows.errors import ClusterError, LockHeldError, TransportError
+from flows.errors import ClusterError, LockHeldError, LockLostError
 from flows.spec.cluster import Cluster
 
 log = logging.getLogger(__name__)
@@ -76,6 +84,22 @@ class LockSettings(BaseModel):
 
 
 LOCK_FILE = "sparkgate.lock"
+GUARD_WAIT_S = 30
+NOT_OURS = 3  # exit status of a swap or removal refused because the lock names someone else
+
+# $1 lock, $2 new content (a temp file), $3 the expected `"token":"..."`: replace or refuse.
+_SWAP = (
+    'if [ -e "$1" ] && grep -qF -- "$3" "$1"; then exec mv -f -- "$2" "$1"; fi\n'
+    f'rm -f -- "$2"\nexit {NOT_OURS}'
+)
+# $1 lock, $2 the expected `"token":"..."` (empty: any holder): remove or refuse.
+_REMOVE = (
+    'if [ ! -e "$1" ]; then exit 0; fi\n'
+    'if [ -z "$2" ] || grep -qF -- "$2" "$1"; then exec rm -f -- "$1"; fi\n'
+    f"exit {NOT_OURS}"
+)
+
+_CURRENT: ContextVar[ClusterLock | None] = ContextVar("sparkgate_cluster_lock", default=None)
 
 
 def lock_settings(cluster: Cluster) -> LockSettings:
@@ -114,11 +138,38 @@ def read_lock(transport: Transport, path: str) -> LockRecord | None:
         ) from error
 
 
+def _needle(token: str) -> str:
+    """How a token appears in the lock's JSON (tokens are hex: nothing to escape)."""
+    return f'"token":"{token}"'
+
+
+def _guarded(transport: Transport, path: str, script: str, *args: str) -> bool:
+    """Run a compare-and-swap script under flock on the lock's folder; False when refused."""
+    folder = str(PurePosixPath(path).parent)
+    argv = ["flock", "-w", str(GUARD_WAIT_S), folder, "sh", "-c", script, "sh", path, *args]
+    result = transport.run(argv, timeout=GUARD_WAIT_S + 30)
+    if result.rc == NOT_OURS:
+        return False
+    result.check()
+    return True
+
+
 def force_unlock(transport: Transport, path: str) -> LockRecord | None:
     """Remove the lock whoever holds it; return what was removed (for the message)."""
     record = read_lock(transport, path)
-    transport.run(["rm", "-f", "--", path], timeout=30, check=True)
+    _guarded(transport, path, _REMOVE, "")
     return record
+
+
+def ensure_held() -> None:
+    """Raise LockLostError when the cluster lock this run holds was taken over.
+
+    Stages call this before they start, so a run whose lock was judged stale and taken by
+    another run stops before it drives the cluster again. A no-op outside a held lock.
+    """
+    lock = _CURRENT.get()
+    if lock is not None:
+        lock.ensure_held()
 
 
 class ClusterLock:
@@ -138,6 +189,7 @@ class ClusterLock:
         self.clock = clock
         self.record: LockRecord | None = None
         self.lost = False
+        self.taken_by: LockRecord | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -160,7 +212,13 @@ class ClusterLock:
                 "gone run `sparkgate cluster unlock --force`"
             )
         if current is not None:
-            self._remove_stale(current, now)
+            log.warning(
+                "taking over a stale cluster lock held by %s (stale after %g s)",
+                current.describe(now),
+                self.settings.stale_after_s,
+            )
+            if self._swap(mine, expected=current.token):
+                return self._held(mine)
         if self._link(mine):
             return self._held(mine)
         winner = read_lock(self.transport, self.settings.path)
@@ -194,24 +252,10 @@ class ClusterLock:
         linked.check()
         return False
 
-    def _remove_stale(self, stale: LockRecord, now: datetime) -> None:
-        """Move the stale lock aside; if what moved is not the stale one, put it back."""
-        log.warning(
-            "taking over a stale cluster lock held by %s (stale after %g s)",
-            stale.describe(now),
-            self.settings.stale_after_s,
-        )
-        aside = f"{self.settings.path}.stale.{uuid.uuid4().hex}"
-        moved = self.transport.run(["mv", "--", self.settings.path, aside], timeout=30)
-        if not moved.ok:
-            return  # someone else removed it first; the next link attempt decides
-        try:
-            taken = LockRecord.model_validate_json(self.transport.read_text(aside))
-        except (ValidationError, TransportError):
-            taken = None
-        if taken is not None and taken.token != stale.token:
-            self.transport.run(["ln", "--", aside, self.settings.path], timeout=30)
-        self.transport.run(["rm", "-f", "--", aside], timeout=30)
+    def _swap(self, record: LockRecord, *, expected: str) -> bool:
+        """Replace the lock by record only while it still carries token `expected`."""
+        temporary = self._write_temp(record)
+        return _guarded(self.transport, self.settings.path, _SWAP, temporary, _needle(expected))
 
     def _held(self, record: LockRecord) -> LockRecord:
         self.record = record
@@ -226,42 +270,79 @@ class ClusterLock:
     # -- heartbeat --------------------------------------------------------------------------
 
     def heartbeat(self) -> None:
-        """Refresh our heartbeat (atomic replace); marks the lock lost if it is not ours."""
+        """Refresh our heartbeat (compare-and-swap); LockLostError when the lock is not ours."""
         if self.record is None:
             return
-        current = read_lock(self.transport, self.settings.path)
-        if current is None or current.token != self.record.token:
-            if not self.lost:
-                log.warning("cluster lock was taken away from this run (%s)", self.command)
-            self.lost = True
-            return
+        if self.lost:
+            raise self._lost_error()
         fresh = self.record.model_copy(update={"heartbeat": self.clock()})
-        temporary = self._write_temp(fresh)
-        self.transport.run(
-            ["mv", "-f", "--", temporary, self.settings.path], timeout=30, check=True
-        )
+        if not self._swap(fresh, expected=self.record.token):
+            self._mark_lost()
+            raise self._lost_error()
         self.record = fresh
 
     def _beat(self) -> None:
         while not self._stop.wait(self.settings.heartbeat_s):
             try:
                 self.heartbeat()
+            except LockLostError:
+                return
             except (ClusterError, OSError) as error:
                 log.warning("cluster lock heartbeat failed: %s", error)
+
+    def _mark_lost(self) -> None:
+        if self.lost:
+            return
+        self.lost = True
+        try:
+            self.taken_by = read_lock(self.transport, self.settings.path)
+        except (ClusterError, OSError):
+            self.taken_by = None
+        log.error("%s", self._lost_error())
+
+    def _lost_error(self) -> LockLostError:
+        who = (
+            self.taken_by.describe(self.clock())
+            if self.taken_by is not None
+            else "nobody (removed)"
+        )
+        return LockLostError(
+            f"the cluster lock of this run (`{self.command}`) was taken over; it is now held by "
+            f"{who}. This run stops so that two runs never drive one cluster"
+        )
+
+    def ensure_held(self) -> None:
+        """Check on the node that the lock is still ours; LockLostError when it is not."""
+        if self.record is None:
+            raise LockLostError(f"`{self.command}` does not hold the cluster lock")
+        if not self.lost:
+            current = read_lock(self.transport, self.settings.path)
+            if current is None or current.token != self.record.token:
+                self._mark_lost()
+        if self.lost:
+            raise self._lost_error()
+
+    @contextmanager
+    def current(self) -> Iterator[ClusterLock]:
+        """Make this lock the one `ensure_held()` checks in this context."""
+        reset = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(reset)
 
     # -- release ----------------------------------------------------------------------------
 
     def release(self) -> None:
-        """Stop the heartbeat and remove the lock if it is still ours."""
+        """Stop the heartbeat and remove the lock if it is still ours (compare-and-remove)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if self.record is None:
             return
-        current = read_lock(self.transport, self.settings.path)
-        if current is not None and current.token == self.record.token:
-            self.transport.run(["rm", "-f", "--", self.settings.path], timeout=30, check=True)
+        if not _guarded(self.transport, self.settings.path, _REMOVE, _needle(self.record.token)):
+            log.warning("cluster lock was no longer ours at release; left it to its holder")
         self.record = None
 
     def __enter__(self) -> LockRecord:

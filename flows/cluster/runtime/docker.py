@@ -44,6 +44,7 @@ from flows.cluster.runtime.containers import (
 from flows.cluster.runtime.docker_tests import ImageTestHost
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
+from flows.cluster.transport.factory import docker_ssh
 from flows.errors import BuildError, ClusterError, TransportError
 from flows.lines import LineSink
 from flows.secrets import resolve_env
@@ -78,6 +79,7 @@ def node_daemons(cluster: Cluster) -> dict[str, DockerEndpoint]:
                 node.overrides.docker_daemon or runtime.daemon,
                 {"user": user, "address": node.address, "node": node.name, "rank": str(node.rank)},
             ),
+            ssh=docker_ssh(cluster, node),
         )
         for node in cluster.nodes
     }
@@ -397,6 +399,9 @@ class DockerRanks:
     def _client_of(self, handle: RankHandle) -> docker.DockerClient:
         if handle.daemon is None:
             return self.client(handle.node)
+        known = self._daemons.get(handle.node)
+        if known is not None and known.base_url == handle.daemon:
+            return self._connect(known)  # with the cluster's ssh settings
         return self._connect(DockerEndpoint(node=handle.node, base_url=handle.daemon))
 
     def _connect(self, endpoint: DockerEndpoint) -> docker.DockerClient:

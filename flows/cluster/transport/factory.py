@@ -33,6 +33,14 @@ def ssh_settings(spec: SshSpec, node: Node) -> SshSettings:
     )
 
 
+def docker_ssh(cluster: Cluster, node: Node) -> SshSettings | None:
+    """How an `ssh://` docker daemon of the node is reached: the cluster's SSH settings (its
+    known_hosts, key file, port, host key policy); None for a local cluster."""
+    if cluster.transport.kind == "local":
+        return None
+    return ssh_settings(cluster.transport, node)
+
+
 def transport_for(cluster: Cluster, node: Node) -> Transport:
     """A new transport to `node` (prefer `TransportPool` to share connections)."""
     if cluster.transport.kind == "local":

@@ -2,17 +2,22 @@
 
 Host keys are verified against known_hosts and never accepted silently: an unknown or changed key
 is a HostKeyError that says what to check, unless the cluster file explicitly sets
-`accept_unknown_host_keys`. `~/.ssh/config` is honoured (HostName, User, Port, IdentityFile,
-UserKnownHostsFile), explicit cluster settings win over it. Every remote command is shell text
-built by `shell_command`, i.e. quoted argv, so nothing from a spec ever runs as shell.
+`accept_unknown_host_keys`: then the first key a host offers is pinned (appended to known_hosts)
+and any later, different key for that host:port is refused as CHANGED, by this transport, by the
+next connection and by every later run. `~/.ssh/config` is honoured (HostName, User, Port,
+IdentityFile, UserKnownHostsFile), explicit cluster settings win over it. Every remote command
+is shell text built by `shell_command`, i.e. quoted argv, so nothing from a spec ever runs as
+shell.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -129,23 +134,70 @@ class _RefuseUnknownHost(paramiko.MissingHostKeyPolicy):
         )
 
 
-class _AcceptUnknownHost(paramiko.MissingHostKeyPolicy):
-    """Accept an unknown key for this session only, loudly (the cluster file asked for it)."""
+class _PinUnknownHost(paramiko.MissingHostKeyPolicy):
+    """Trust on first use: pin an unknown host's key in known_hosts, loudly (the cluster file
+    asked for it); a key pinned meanwhile by another connection must be the same one."""
 
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, known_hosts: Path) -> None:
         self.node = node
+        self.known_hosts = known_hosts
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
-        log.warning(
-            "%s: accepting unknown host key of %s (%s %s) because accept_unknown_host_keys is set",
-            self.node,
-            hostname,
-            key.get_name(),
-            fingerprint(key),
-        )
+        pin_host_key(self.known_hosts, hostname, key, node=self.node)
         client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+def pin_host_key(known_hosts: Path, hostname: str, key: paramiko.PKey, *, node: str) -> None:
+    """Append `hostname key` to known_hosts unless it already names a key for that host.
+
+    Under an exclusive flock of the file, so two connections racing to pin one host cannot
+    both write; a different key already pinned is a HostKeyError, never a second entry.
+    """
+    known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handle = os.open(known_hosts, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        pinned = paramiko.HostKeys(str(known_hosts)).lookup(hostname)
+        if pinned:
+            if any(item == key for item in pinned.values()):
+                return
+            old = next(iter(pinned.values()))
+            raise HostKeyError(
+                f"{node}: host key of {hostname} CHANGED: known_hosts ({known_hosts}) has "
+                f"{fingerprint(old)}, the host offered {fingerprint(key)}; if the host was "
+                "reinstalled, remove the old entry, otherwise treat this as an attack"
+            )
+        log.warning(
+            "%s: accepting unknown host key of %s (%s %s) because accept_unknown_host_keys "
+            "is set; pinned in %s",
+            node, hostname, key.get_name(), fingerprint(key), known_hosts,
+        )  # fmt: skip
+        os.write(handle, f"{hostname} {key.get_name()} {key.get_base64()}\n".encode())
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def host_key_policy(node: str, target: SshTarget, *, pin: bool) -> paramiko.MissingHostKeyPolicy:
+    """What to do with a host key known_hosts does not have: pin it, or refuse with advice."""
+    if pin:
+        return _PinUnknownHost(node, target.known_hosts)
+    return _RefuseUnknownHost(node, target)
+
+
+def host_key_changed(
+    node: str, target: SshTarget, error: paramiko.BadHostKeyException
+) -> HostKeyError:
+    """The error for a host whose key differs from the one known_hosts has."""
+    user = f"{target.user}@" if target.user else ""
+    return HostKeyError(
+        f"{node}: host key of {user}{target.hostname}:{target.port} CHANGED: known_hosts "
+        f"({target.known_hosts}) has {fingerprint(error.expected_key)}, the host "
+        f"offered {fingerprint(error.key)}; if the host was reinstalled, remove the old "
+        f"entry (ssh-keygen -R {target.hostname}), otherwise treat this as an attack"
+    )
 
 
 class SshTransport:
@@ -198,10 +250,9 @@ class SshTransport:
         client = paramiko.SSHClient()
         if self.target.known_hosts.is_file():
             client.load_host_keys(str(self.target.known_hosts))
-        if self.settings.accept_unknown_host_keys:
-            client.set_missing_host_key_policy(_AcceptUnknownHost(self.node))
-        else:
-            client.set_missing_host_key_policy(_RefuseUnknownHost(self.node, self.target))
+        client.set_missing_host_key_policy(
+            host_key_policy(self.node, self.target, pin=self.settings.accept_unknown_host_keys)
+        )
         timeout = self.settings.connect_timeout_s
         try:
             client.connect(
@@ -217,12 +268,7 @@ class SshTransport:
             )
         except paramiko.BadHostKeyException as error:
             client.close()
-            raise HostKeyError(
-                f"{self.node}: host key of {self._where()} CHANGED: known_hosts "
-                f"({self.target.known_hosts}) has {fingerprint(error.expected_key)}, the host "
-                f"offered {fingerprint(error.key)}; if the host was reinstalled, remove the old "
-                f"entry (ssh-keygen -R {self.target.hostname}), otherwise treat this as an attack"
-            ) from error
+            raise host_key_changed(self.node, self.target, error) from error
         except paramiko.AuthenticationException as error:
             client.close()
             raise TransportError(

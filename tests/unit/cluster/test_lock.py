@@ -12,7 +12,7 @@ import pytest
 
 from flows.cluster.ops.lock import ClusterLock, LockSettings, force_unlock, read_lock
 from flows.cluster.transport import LocalTransport
-from flows.errors import ClusterError, LockHeldError
+from flows.errors import ClusterError, LockHeldError, LockLostError
 
 
 class FakeClock:
@@ -123,7 +123,8 @@ def test_lost_lock_is_noticed_and_not_removed_on_release(tmp_path: Path) -> None
     force_unlock(transport, config.path)
     second = ClusterLock(transport, config, command="second")
     second.acquire()
-    first.heartbeat()
+    with pytest.raises(LockLostError, match=r"held by .*second"):
+        first.heartbeat()
     assert first.lost
     first.release()
     current = read_lock(transport, config.path)
