@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 
+C_LOCALE = {"LC_ALL": "C"}
+"""Commands whose stderr we match speak English on every node."""
+
 
 def utc_now() -> datetime:
     """The default clock."""
@@ -124,7 +127,7 @@ def _this_process_record(command: str, now: datetime) -> LockRecord:
 
 def read_lock(transport: Transport, path: str) -> LockRecord | None:
     """The current lock record, or None when the cluster is not locked."""
-    probe = transport.run(["cat", "--", path], timeout=30)
+    probe = transport.run(["cat", "--", path], timeout=30, env=C_LOCALE)
     if not probe.ok:
         if "No such file" in probe.stderr:
             return None
@@ -242,7 +245,9 @@ class ClusterLock:
         """Atomically publish record as the lock; False when a lock already exists."""
         temporary = self._write_temp(record)
         try:
-            linked = self.transport.run(["ln", "--", temporary, self.settings.path], timeout=30)
+            linked = self.transport.run(
+                ["ln", "--", temporary, self.settings.path], timeout=30, env=C_LOCALE
+            )
         finally:
             self.transport.run(["rm", "-f", "--", temporary], timeout=30)
         if linked.ok:
