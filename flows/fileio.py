@@ -7,6 +7,7 @@ files all write through here.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -15,12 +16,34 @@ from pathlib import Path
 from typing import Any
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename."""
+def fsync_dir(folder: Path) -> None:
+    """Make the renames and creations inside `folder` durable (a no-op where unsupported)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError as error:
+        if error.errno not in {errno.EINVAL, errno.EBADF}:  # filesystems without dir fsync
+            raise
+    finally:
+        os.close(handle)
+
+
+def write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write `data` to `path` through a temporary file, a rename and a folder fsync.
+
+    The file gets `mode` (0600 by default: state may name hosts and paths; records pass 0644).
+    """
+    created = not path.parent.is_dir()
     path.parent.mkdir(parents=True, exist_ok=True)
+    if created:
+        fsync_dir(path.parent.parent)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as stream:
+            os.fchmod(stream.fileno(), mode)
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
@@ -28,6 +51,7 @@ def write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)
 
 
 def write_text(path: Path, text: str) -> None:

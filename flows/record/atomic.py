@@ -12,32 +12,17 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from flows import fileio
 from flows.errors import RecordError
-from flows.fileio import dump_json, sha256_file
+from flows.fileio import dump_json, fsync_dir, sha256_file
 
 __all__ = ["dump_json", "fsync_dir", "sha256_file", "write_bytes", "write_json", "write_text"]
 
 FILE_MODE = 0o644
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make the renames and creations inside `folder` durable (a no-op where unsupported)."""
-    try:
-        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(handle)
-    except OSError as error:
-        if error.errno not in {errno.EINVAL, errno.EBADF}:  # filesystems without dir fsync
-            raise
-    finally:
-        os.close(handle)
 
 
 def write_bytes(path: Path, data: bytes) -> None:
@@ -47,32 +32,13 @@ def write_bytes(path: Path, data: bytes) -> None:
         RecordError: when the disk (or quota) is full; `path` then still holds its old content.
     """
     try:
-        _write(path, data)
+        fileio.write_bytes(path, data, mode=FILE_MODE)
     except OSError as error:
         if error.errno in _NO_SPACE:
             state = "its previous version is intact" if path.exists() else "it was not created"
             message = f"{path}: cannot write, {os.strerror(error.errno)}; {state}"
             raise RecordError(message) from error
         raise
-
-
-def _write(path: Path, data: bytes) -> None:
-    created = not path.parent.is_dir()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if created:
-        fsync_dir(path.parent.parent)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            os.fchmod(stream.fileno(), FILE_MODE)
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        Path(temporary).replace(path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
 
 
 def write_text(path: Path, text: str) -> None:

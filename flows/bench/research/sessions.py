@@ -60,11 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     from flows.settings import prefect_environment  # noqa: PLC0415
 
     prefect_environment()
+    from prefect import flow  # noqa: PLC0415
+
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 
+    run_sessions = flow(name="benchmark-sessions", validate_parameters=False)(benchmark_sessions)
     with prefect_backend(state_dir() / "prefect"):
-        rows = sessions_flow(
+        rows = run_sessions(
             str(args.release.resolve()),
             str(args.previous.resolve()) if args.previous else None,
             str(Path(args.cluster).resolve()),
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def sessions_flow(  # noqa: PLR0917 - a flow's parameters are its command line
+def benchmark_sessions(  # noqa: PLR0917 - a flow's parameters are its command line
     release_file: str,
     previous_file: str | None,
     cluster_file: str,
@@ -87,22 +90,6 @@ def sessions_flow(  # noqa: PLR0917 - a flow's parameters are its command line
     out: str,
 ) -> list[SessionRow]:
     """Build and install once, then run the benchmark gate's session `sessions` times."""
-    from prefect import flow  # noqa: PLC0415
-
-    return flow(name="benchmark-sessions", validate_parameters=False)(_sessions)(
-        release_file, previous_file, cluster_file, sessions, max_arms, use_ledger, out
-    )
-
-
-def _sessions(  # noqa: PLR0917
-    release_file: str,
-    previous_file: str | None,
-    cluster_file: str,
-    sessions: int,
-    max_arms: int | None,
-    use_ledger: bool,
-    out: str,
-) -> list[SessionRow]:
     from flows.gates.benchmark.runner import run_benchmark  # noqa: PLC0415
     from flows.gates.benchmark.summary import BenchmarkSummary  # noqa: PLC0415
     from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
