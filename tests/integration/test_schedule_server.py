@@ -65,7 +65,9 @@ def _overlays(tmp: Path) -> tuple[Path, Path]:
         "cold_boots": {"enabled": False},
         "benchmark": {"enabled": False},
     })  # fmt: skip
-    cluster = cluster_overlay(tmp / "cluster.yaml", "schedtest", tmp, nodes=("s0", "s1"))
+    cluster = cluster_overlay(
+        tmp / "config" / "schedtest.yaml", "schedtest", tmp, nodes=("s0", "s1")
+    )
     return release, cluster
 
 
@@ -94,9 +96,9 @@ def test_the_nightly_deployment_runs_on_a_worker_and_publishes_its_record(
     refused, why = server.post(path, {"parameters": {"release": "r2; rm -rf /"}})
     assert refused >= 400, f"an invalid release name was accepted: {why}"
 
-    status, run = server.post(
-        path, {"parameters": {"release": str(release), "cluster": str(cluster)}}
-    )
+    # parameters are names in the worker's project (SPARKGATE_ROOT), never paths
+    assert (release.stem, cluster.stem) == ("r1", "schedtest")
+    status, run = server.post(path, {"parameters": {"release": "r1", "cluster": "schedtest"}})
     assert status == 201, run
     finished = _wait_for_run(server, run["id"], timeout_s=1200)
     assert finished["state"]["type"] == "COMPLETED", (

@@ -258,7 +258,10 @@ def test_the_cli_builds_for_a_docker_cluster_file(
         f"kind: cluster\nextends: {ROOT / 'config' / 'local.yaml'}\nset:\n  name: docker-lab\n"
         f"  shape: tp3-local\n  runtime: {{kind: docker}}\n  nodes:{nodes}\n"
     )
-    release = release_overlay(tmp_path / "r1.yaml", build={"source": str(engine_source)})
+    # the release sits beside the engine snapshot: a spec's paths stay inside its project
+    release = release_overlay(
+        engine_source.parent / "r1.yaml", build={"source": str(engine_source)}
+    )
     capsys.readouterr()
     assert main(["image", "build", str(release), "--cluster", str(cluster), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
