@@ -14,18 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import alive
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 HOLDER = Path(__file__).with_name("embedded_holder.py")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in {"Z", "X"}
 
 
 def test_sigkilled_run_leaves_no_embedded_server(tmp_path: Path) -> None:
