@@ -44,6 +44,14 @@ class GatePolicy(BaseModel):
         default_factory=dict, description="per-metric tolerance overriding the gate's (percent)"
     )
 
+    @classmethod
+    def of_settings(
+        cls, gate_metrics: list[str] | None, tolerances: Mapping[str, float]
+    ) -> GatePolicy:
+        """The policy of a release's settings (tolerances as fractions, e.g. 0.03)."""
+        metrics = tuple(gate_metrics) if gate_metrics is not None else None
+        return cls(metrics=metrics, tolerances_pct={k: 100 * v for k, v in tolerances.items()})
+
     def gated(self, compared: Collection[str]) -> frozenset[str]:
         """The gating metrics among those compared (see the module docstring for the default)."""
         if self.metrics is not None:

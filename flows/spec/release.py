@@ -217,10 +217,7 @@ class BenchmarkGate(GateSettings):
 
     def policy(self) -> GatePolicy:
         """The gate policy these settings describe."""
-        metrics = tuple(self.gate_metrics) if self.gate_metrics is not None else None
-        return GatePolicy(
-            metrics=metrics, tolerances_pct={k: 100 * v for k, v in self.tolerances.items()}
-        )
+        return GatePolicy.of_settings(self.gate_metrics, self.tolerances)
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Both releases must be measured, and max_arms must allow the first session."""

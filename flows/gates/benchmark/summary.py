@@ -44,10 +44,7 @@ class BenchmarkSummary(BaseModel):
 
     def policy(self) -> GatePolicy:
         """The gate policy the session used (None: the engine-level default), to recompute it."""
-        metrics = tuple(self.gate_metrics) if self.gate_metrics is not None else None
-        return GatePolicy(
-            metrics=metrics, tolerances_pct={k: 100 * v for k, v in self.tolerances.items()}
-        )
+        return GatePolicy.of_settings(self.gate_metrics, self.tolerances)
 
 
 class CalibrationSummary(BaseModel):
