@@ -134,3 +134,13 @@ class RecordError(SparkgateError):
 
 class PromotionError(SparkgateError):
     """A release may not be promoted (a gate missing or failed), or its deploy failed."""
+
+
+class MissingPreviousError(SparkgateError):
+    """The release compares with a previous release that has no record on this cluster shape.
+
+    Raised before anything starts (exit 2, like bad input): the fix is to qualify the previous
+    release on a cluster of that shape first, not to retry.
+    """
+
+    exit_code = 2

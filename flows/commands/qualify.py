@@ -47,13 +47,16 @@ def qualify(
     Exits 0 when qualified, 1 when a gate failed, 2 on bad input and 3 when the benchmark was
     inconclusive (its noise allowed no decision: never a pass).
     """
-    from flows.settings import prefect_environment  # noqa: PLC0415
+    from flows.pipeline.previous import require_previous  # noqa: PLC0415
+    from flows.settings import prefect_environment, project_root  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
     from flows.ui.board import StageBoard  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     chosen = load_release(release)
-    load_previous(release, chosen)
+    require_previous(
+        project_root() / "experiments", Path(release), chosen, load_previous(release, chosen), spec
+    )
     prefect_environment()
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
     from flows.pipeline.events import current_observer  # noqa: PLC0415

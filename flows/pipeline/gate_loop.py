@@ -122,10 +122,13 @@ class RecordHistory:
     """Earlier records as the gates may read them (the `History` of `flows.gates.base`)."""
 
     def previous_hashes(self, context: GateContext) -> dict[str, Any] | None:
-        """The previous release's determinism hashes, from its newest published record."""
+        """The previous release's determinism hashes, from its newest published record of this
+        cluster's shape."""
         if context.previous is None:
             return None
-        found = latest_record(context.experiments, context.previous.name)
+        found = latest_record(
+            context.experiments, context.previous.name, shape=context.cluster.shape
+        )
         return record_hashes(found) if found is not None else None
 
     def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:

@@ -62,6 +62,7 @@ from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record, record_hashes
 from flows.record.atomic import write_text
 from flows.record.model import Record, verdict_passes
+from flows.record.reader import published_shapes
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -293,13 +294,31 @@ def read_log(root: Path) -> list[LogEntry]:
 
 
 def checked_entry(
-    release_file: Path, *, by: str, reason: str, root: Path, state: Path, say: LineSink
+    release_file: Path,
+    *,
+    by: str,
+    reason: str,
+    root: Path,
+    state: Path,
+    say: LineSink,
+    shape: str | None = None,
 ) -> PromotedEntry:
-    """The entry to promote, after the refusal rules; raises PromotionError naming each gap."""
+    """The entry to promote, after the refusal rules; raises PromotionError naming each gap.
+
+    With `shape` (a deploy to a cluster) only a record of that cluster shape counts: a release
+    qualified on a TP3 triangle proves nothing about booting on a TP4 ring.
+    """
     release = load_release(release_file)
-    digest = build_release(release, state / "build-cache", say).digest
     experiments = root / "experiments"
-    record = latest_record(experiments, release.name)
+    record = latest_record(experiments, release.name, shape=shape)
+    if record is None and shape is not None:
+        others = published_shapes(experiments, release.name)
+        if others:
+            raise PromotionError(
+                f"refusing to deploy {release.name} to a {shape} cluster: its records are on "
+                f"{', '.join(others)} only; qualify it on {shape} first"
+            )
+    digest = build_release(release, state / "build-cache", say).digest
     problems = refusal_reasons(record, release, digest)
     if problems or record is None:
         raise PromotionError(f"refusing to promote {release.name}: " + "; ".join(problems))
@@ -320,8 +339,11 @@ def promote_release(
 ) -> Pointer:
     """Promote a qualified release; with a cluster file, deploy it (rolled back on failure)."""
     root, state = project_root(), state_dir()
-    entry = checked_entry(Path(release_file), by=by, reason=reason, root=root, state=state, say=say)
     cluster = load_model(cluster_file, Cluster) if cluster_file is not None else None
+    entry = checked_entry(
+        Path(release_file), by=by, reason=reason, root=root, state=state, say=say,
+        shape=cluster.shape if cluster is not None else None,
+    )  # fmt: skip
     before, after = switch_pointer(root, lambda pointer: promoted(pointer, entry))
     append_log(root, _log(entry, "promoted"))
     say(f"promoted {entry.release} (build {entry.build_digest[:12]}, record {entry.record})")

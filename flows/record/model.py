@@ -121,6 +121,11 @@ class Record(BaseModel):
         """The record's date (YYYY-MM-DD), from its folder name."""
         return self.name[:10]
 
+    @property
+    def shape(self) -> str:
+        """The cluster shape it ran on (tp3-triangle, tp4-ring ...): records compare only within."""
+        return str(self.cluster.get("shape", ""))
+
     def summary_of(self, model: type[S]) -> S | None:
         """The summary of the stage whose summary is a `model` (None when none is)."""
         for entry in self.stages.values():

@@ -69,16 +69,36 @@ def broken_records(experiments: Path) -> list[str]:
 
 
 def latest_record(
-    experiments: Path, release_name: str, *, published_only: bool = True
+    experiments: Path,
+    release_name: str,
+    *,
+    published_only: bool = True,
+    shape: str | None = None,
 ) -> Record | None:
-    """The newest record of a release (published ones only, unless told otherwise)."""
+    """The newest record of a release (published ones only, unless told otherwise).
+
+    With `shape`, only records of that cluster shape count: outputs and speed differ between a
+    TP3 triangle and a TP4 ring, so a release is compared and promoted per shape.
+    """
     candidates = [
         record
         for record in list_records(experiments)
         if record.release_name == release_name
         and (record.status == "published" or not published_only)
+        and (shape is None or record.shape == shape)
     ]
     return candidates[-1] if candidates else None
+
+
+def published_shapes(experiments: Path, release_name: str) -> list[str]:
+    """The cluster shapes a release has published records on (for "qualify it on X first")."""
+    return sorted(
+        {
+            record.shape or "an unknown shape"
+            for record in list_records(experiments)
+            if record.release_name == release_name and record.status == "published"
+        }
+    )
 
 
 def record_hashes(record: Record) -> dict[str, Any] | None:

@@ -257,7 +257,7 @@ def _check_determinism(experiments: Path, record: Record) -> list[str]:
 
 def _previous_record(experiments: Path, record: Record, stage: StageEntry | None) -> Record | None:
     """The record compared with: named by folder, else the previous release's newest published
-    record when the determinism stage started (the one the gate read)."""
+    record of the same cluster shape when the determinism stage started (the one the gate read)."""
     if not record.previous or stage is None:
         return None
     folder = experiments / record.previous
@@ -270,6 +270,7 @@ def _previous_record(experiments: Path, record: Record, stage: StageEntry | None
         r
         for r in list_records(experiments)
         if r.release_name == record.previous
+        and r.shape == record.shape
         and r.status == "published"
         and r.published_at is not None
         and r.published_at <= stage.started_at

@@ -95,7 +95,9 @@ class DeterminismRunner:
         summary, outcome, reason = judge(runs, context, settings, inputs)
         files.write_json("hashes.json", stored_hashes(runs["alone"], prompts, long))
         if inputs is not None and context.previous is not None:
-            found = latest_record(context.experiments, context.previous.name)
+            found = latest_record(
+                context.experiments, context.previous.name, shape=context.cluster.shape
+            )
             kept = previous_copy(context.previous.name, found.name if found else None, inputs)
             files.write_json(PREVIOUS_FILE, kept)
         files.write_json("summary.json", summary.model_dump(mode="json"))

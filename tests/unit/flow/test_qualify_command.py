@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from prefect.states import Completed, Failed
 
+from flows.cli import main
 from flows.commands.qualify import _outcome, verdict_error
 from flows.errors import GateFailedError, InconclusiveError, LockHeldError
 from flows.gates.base import GateResult, Outcome
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.qualify import QualifyOutcome, benchmark_decision
 
+ROOT = Path(__file__).resolve().parents[3]
 OUTCOME = QualifyOutcome(
     release="r2", verdict="failed at benchmark: slower", failed_gate="benchmark",
     record="experiments/2026-12-02-r2", gates={"benchmark": "failed"},
@@ -73,3 +76,21 @@ def test_the_outcome_carries_the_benchmark_decision() -> None:
     )  # fmt: skip
     assert benchmark_decision({"benchmark": result}) == "fail-inconclusive"
     assert benchmark_decision({}) == ""
+
+
+def test_a_release_whose_previous_has_no_record_on_the_shape_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """r2 compares its outputs with r1's record on tp2-local; with none, exit 2 and say how."""
+    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
+    monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / ".sparkgate"))
+    release = ROOT / "releases" / "r2.yaml"
+
+    code = main(["qualify", str(release), "-c", str(ROOT / "config" / "local.yaml")])
+
+    error = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert "no published record of r1 on that shape" in error
+    assert f"sparkgate qualify {ROOT / 'releases' / 'r1.yaml'} -c local" in error
+    assert not (tmp_path / ".sparkgate").exists()  # no Prefect home, no build, no lock
+    assert not (tmp_path / "experiments").exists()

@@ -35,13 +35,13 @@ def stage(name: str, outcome: str = "passed", reason: str = "ok") -> dict[str, A
 
 def record_document(
     release: str, *, stages: dict[str, dict[str, Any]], digest: str = DIGEST,
-    verdict: str = "qualified", name: str | None = None,
+    verdict: str = "qualified", name: str | None = None, shape: str = "tp2-local",
 ) -> dict[str, Any]:  # fmt: skip
-    """A published record.json of `release`."""
+    """A published record.json of `release`, qualified on a cluster of `shape`."""
     now = datetime(2026, 12, 2, 11, tzinfo=UTC).isoformat()
     return {
         "name": name or f"2026-12-02-{release}", "status": "published", "release_name": release,
-        "release": {}, "cluster_name": "local", "cluster": {}, "previous": None,
+        "release": {}, "cluster_name": "local", "cluster": {"shape": shape}, "previous": None,
         "build_digest": digest, "stages": stages, "stage_order": list(GATE_NAMES),
         "verdict": verdict, "created_at": now, "updated_at": now, "published_at": now,
     }  # fmt: skip

@@ -238,3 +238,20 @@ def test_a_failed_first_deploy_leaves_no_pointer(
     assert main(["promote", "r1", "--deploy", "-c", CLUSTER]) == 1
     assert read_pointer(project) is None
     assert [e.action for e in read_log(project)] == ["promoted", "deploy-failed"]
+
+
+def test_a_deploy_to_another_shape_is_refused_before_anything_moves(
+    project: Path, write_record: Callable[..., Path], built: None,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A release qualified on a TP4 ring only proves nothing about the local tp2 cluster."""
+    write_record("r2", stages=_passed(), shape="tp4-ring")
+    deployed: list[str] = []
+    monkeypatch.setattr(promote, "deploy", lambda _c, entry, **_k: deployed.append(entry.release))
+    assert main(["promote", "r2", "--deploy", "-c", CLUSTER, "--by", "bob"]) == 1
+    error = capsys.readouterr().err
+    assert "refusing to deploy r2 to a tp2-local cluster: its records are on tp4-ring only" in error
+    assert deployed == []
+    assert read_pointer(project) is None
+    assert read_log(project) == []
+    assert main(["promote", "r2", "--by", "bob"]) == 0  # without a cluster, any shape's record

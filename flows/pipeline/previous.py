@@ -1,0 +1,66 @@
+"""The previous release's record a qualification compares with: same release, same shape.
+
+The determinism gate compares a release's outputs with the previous release's outputs. Those
+differ between cluster shapes (a TP3 triangle and a TP4 ring reduce in a different order), so
+only a record of the previous release on this cluster's shape counts. Without one the
+comparison cannot run, and a qualification that silently skipped it would pass on less
+evidence than its release file promises; so the run refuses to start and says what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flows.errors import MissingPreviousError
+from flows.record.reader import latest_record, published_shapes, record_hashes
+from flows.spec.cluster import Cluster
+from flows.spec.release import Release, previous_file
+
+
+def compares_with_previous(release: Release, previous: Release | None) -> bool:
+    """Whether the release's determinism gate reads the previous release's record."""
+    determinism = release.gates.determinism
+    return previous is not None and determinism.enabled and determinism.against_previous
+
+
+def missing_previous(
+    experiments: Path,
+    release_file: Path,
+    release: Release,
+    previous: Release | None,
+    cluster: Cluster,
+) -> str | None:
+    """Why the qualification cannot compare with its previous release, or None when it can."""
+    if previous is None or not compares_with_previous(release, previous):
+        return None
+    newest = latest_record(experiments, previous.name, shape=cluster.shape)
+    if newest is not None and record_hashes(newest) is not None:
+        return None
+    if newest is not None:
+        return (
+            f"{release.name} compares its outputs with {previous.name} on {cluster.shape}, but "
+            f"{previous.name}'s newest record on that shape, {newest.name}, holds no determinism "
+            f"hashes (its determinism gate did not run): qualify {previous.name} again with it on"
+        )
+    elsewhere = published_shapes(experiments, previous.name)
+    found = f" (it has records on {', '.join(elsewhere)} only)" if elsewhere else ""
+    command = f"sparkgate qualify {previous_file(release_file, previous.name)} -c {cluster.name}"
+    return (
+        f"{release.name} compares its outputs with {previous.name} on {cluster.shape}, and "
+        f"{experiments} holds no published record of {previous.name} on that shape{found}: "
+        f"qualify {previous.name} on a {cluster.shape} cluster first (`{command}`), or set "
+        "gates.determinism.against_previous: false in the release"
+    )
+
+
+def require_previous(
+    experiments: Path,
+    release_file: Path,
+    release: Release,
+    previous: Release | None,
+    cluster: Cluster,
+) -> None:
+    """Raise MissingPreviousError when the previous release's record on this shape is missing."""
+    problem = missing_previous(experiments, release_file, release, previous, cluster)
+    if problem is not None:
+        raise MissingPreviousError(problem)
