@@ -36,7 +36,7 @@ def build(
     spec = load_cluster(cluster)
     chosen = load_model(release, Release)
     head, *others = docker_endpoints(spec, chosen)
-    source = chosen.build.source
+    source = chosen.build.engine_tree
     with RichImageProgress(err_console) as progress:
         result = build_release_image(
             head,

@@ -47,6 +47,7 @@ def qualify(
     Exits 0 when qualified, 1 when a gate failed, 2 on bad input and 3 when the benchmark was
     inconclusive (its noise allowed no decision: never a pass).
     """
+    from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
     from flows.pipeline.previous import require_previous  # noqa: PLC0415
     from flows.settings import prefect_environment, project_root  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
@@ -54,6 +55,7 @@ def qualify(
 
     spec = load_cluster(cluster)
     chosen = load_release(release)
+    check_fits(spec, chosen)
     require_previous(
         project_root() / "experiments", Path(release), chosen, load_previous(release, chosen), spec
     )

@@ -151,7 +151,7 @@ def _show(
     )
     err_console.rule(f"release {release.name}")
     err_console.print(f"previous: {release.previous or '-'}   outputs: {outputs}")
-    err_console.print(f"build: {release.build.source} ({release.build.dockerfile})")
+    err_console.print(f"build: {release.build.describe()}")
     err_console.print(f"options: {options}   model: {release.model.id}")
     gates = release.gates
     enabled = [name for name in type(gates).model_fields if getattr(gates, name).enabled]

@@ -23,10 +23,11 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from flows import __version__
-from flows.cluster.build.wheel import ProcessBuild, build_release
+from flows.cluster.build.made_image import ReleaseBuild, run_release
+from flows.cluster.build.wheel import build_release
 from flows.cluster.ops.lock import ClusterLock, ensure_held, lock_settings
 from flows.cluster.ops.preflight import run_preflight
-from flows.cluster.runtime.factory import runtime_for
+from flows.cluster.runtime.factory import check_fits, runtime_for
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
 from flows.gates.base import GateContext
@@ -53,7 +54,7 @@ class PreparedCluster:
     """A held cluster with the release built, installed everywhere, and a record open."""
 
     held: HeldCluster
-    build: ProcessBuild
+    build: ReleaseBuild
     context: GateContext
     record: RecordWriter
 
@@ -91,6 +92,7 @@ def prepared_cluster(
     `records` is the folder the record opens in (experiments/ unless given); with `resume` an
     unfinished record of the same build is reopened.
     """
+    check_fits(cluster, release)
     state = state_dir()
     experiments = project_root() / "experiments"
     say = observer.note
@@ -100,16 +102,15 @@ def prepared_cluster(
         observer.finished("preflight", "passed", preflight_task(cluster, held.pool))
         ensure_held()
         observer.started("build")
-        build = build_task(release, state, say)
+        build = build_task(release, cluster, transports=held.transports, state=state, say=say)
         observer.finished("build", "passed", build.short)
+        runs = run_release(release, build)
         ensure_held()
         observer.started("distribute")
-        installed = distribute_task(
-            release, cluster, transports=held.transports, state=state, say=say
-        )
+        installed = distribute_task(runs, cluster, transports=held.transports, state=state, say=say)
         observer.finished("distribute", "passed", "; ".join(installed))
         context = GateContext(
-            cluster=cluster, release=release, previous=previous, transports=held.transports,
+            cluster=cluster, release=runs, previous=previous, transports=held.transports,
             state=state, experiments=experiments, say=say, advance=observer.progressed,
         )  # fmt: skip
         record = open_record(
@@ -147,12 +148,19 @@ def preflight_task(cluster: Cluster, pool: TransportPool) -> str:
 
 
 @task(name="build", cache_policy=NO_CACHE)
-def build_task(release: Release, state: Path, say: LineSink) -> ProcessBuild:
+def build_task(
+    release: Release, cluster: Cluster, *,
+    transports: dict[str, Transport], state: Path, say: LineSink,
+) -> ReleaseBuild:  # fmt: skip
     """Build the release once (content-addressed; reused when nothing changed).
 
-    Its digest names the build in the record and in promotion for either runtime: a docker
+    A source build's digest names it in the record and in promotion for either runtime: a docker
     image is built from the same source, lock and options (its tag carries the source digest).
+    An image build (adopted, or made by the operator's command on the build node) is named by
+    its image ID.
     """
+    if release.build.makes_image:
+        return runtime_for(cluster, transports, state, release=release).build(release, say)
     return build_release(release, state / "build-cache", say)
 
 

@@ -47,6 +47,7 @@ from prefect.input import RunInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows.cluster.boot.session import load_session, start_release, stop_session
+from flows.cluster.build.made_image import pinned
 from flows.cluster.build.wheel import build_release
 from flows.cluster.transport.base import Transport
 from flows.engine_api.ready import probe_ready
@@ -318,7 +319,7 @@ def checked_entry(
                 f"refusing to deploy {release.name} to a {shape} cluster: its records are on "
                 f"{', '.join(others)} only; qualify it on {shape} first"
             )
-    digest = build_release(release, state / "build-cache", say).digest
+    digest = _deployable_digest(release, record, state, say)
     problems = refusal_reasons(record, release, digest)
     if problems or record is None:
         raise PromotionError(f"refusing to promote {release.name}: " + "; ".join(problems))
@@ -327,6 +328,26 @@ def checked_entry(
         build_digest=digest, record=relative_to_root(experiments / record.name, root),
         at=datetime.now(UTC), by=by, reason=reason,
     )  # fmt: skip
+
+
+def _deployable_digest(release: Release, record: Record | None, state: Path, say: LineSink) -> str:
+    """The digest of what a deploy would run now.
+
+    A source build is built again (content-addressed: nothing changed, nothing rebuilt) so a
+    changed tree is caught. An image build is never rebuilt: a deploy runs the image ID its
+    record qualified, or the ID the release pins.
+    """
+    if release.build.makes_image:
+        return release.build.image_id or (record.build_digest if record is not None else "")
+    return build_release(release, state / "build-cache", say).digest
+
+
+def deployed_release(release: Release, entry: PromotedEntry, record: Record) -> Release:
+    """The release a deploy boots: an image build pinned to the image ID its record qualified."""
+    if not release.build.makes_image:
+        return release
+    built = record.documents.get("build.json", {}).get("built", {})
+    return pinned(release, str(built.get("tag") or entry.build_digest), entry.build_digest)
 
 
 def promote_release(
@@ -495,7 +516,8 @@ def deploy(
 
     A release that fails is stopped again; one that passes is left serving.
     """
-    release = load_release(root / entry.release_file)
+    record = read_record(root / entry.record)
+    release = deployed_release(load_release(root / entry.release_file), entry, record)
     quiet = NullObserver()  # a deploy has no stage board; its lines go to `say`
     # no concurrency slot: a deploy only takes the lock, as it always did
     command = f"deploy {entry.release}"

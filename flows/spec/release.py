@@ -8,6 +8,8 @@ decides whether determinism compares tokens with the previous release.
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -42,24 +44,133 @@ BootMode = Literal["warm", "one-rank-kernels", "all-kernels", "all-jit"]
 BOOT_MODES: tuple[BootMode, ...] = ("warm", "one-rank-kernels", "all-kernels", "all-jit")
 
 
-class Build(SpecModel):
-    """Where the engine comes from: a source tree, built into an image with its Dockerfile."""
+IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9._/:@-]*$"
+IMAGE_ID = r"^sha256:[0-9a-f]{64}$"
+BuildKind = Literal["source", "image", "command"]
 
-    source: SpecPath = Field(description="Engine source directory (relative to this file).")
-    dockerfile: str = Field(default="Dockerfile", description="Dockerfile inside `source`.")
-    args: dict[str, EnvValue] = Field(default={}, description="Docker build arguments.")
+
+class Build(SpecModel):
+    """Where the engine comes from, one of three kinds.
+
+    `source` (the bundled engine): a source tree built by sparkgate into a wheel (process
+    clusters) or an image (docker clusters). `image`: a prebuilt image adopted as is, by tag or ID.
+    `command`: the operator's own build command (the recipe's `bin/spark build image --apply`),
+    run on a node whose daemon then holds the image; its name is given, written to a file or
+    printed. Image kinds need a docker cluster; the record keeps the image ID, and promotion and
+    deploys run exactly that image, never building again.
+    """
+
+    kind: BuildKind = Field(default="source", description="source, image or command.")
+    source: SpecPath | None = Field(
+        default=None, description="source: the engine source directory (relative to this file)."
+    )
+    dockerfile: str = Field(default="Dockerfile", description="source: Dockerfile in `source`.")
+    args: dict[str, EnvValue] = Field(default={}, description="source: Docker build arguments.")
+    image: Annotated[str, Field(pattern=IMAGE_REFERENCE)] | None = Field(
+        default=None,
+        description="image: the tag or ID to adopt; command: the tag the command produces.",
+    )
+    image_id: Annotated[str, Field(pattern=IMAGE_ID)] | None = Field(
+        default=None, description="image: the ID the image must have (sha256:...), when pinned."
+    )
+    command: list[Annotated[str, Field(min_length=1)]] = Field(
+        default=[], description="command: the build command's argv, run on the node `on`."
+    )
+    cwd: str | None = Field(
+        default=None, description="command: working directory on that node (absolute)."
+    )
+    on: str | None = Field(
+        default=None, description="command: the node to build on (default the cluster's head)."
+    )
+    image_file: str | None = Field(
+        default=None,
+        description="command: a file (relative to cwd) the command writes the image tag to.",
+    )
+    image_line: str | None = Field(
+        default=None,
+        description="command: a regex with one group; its last match in the output is the tag.",
+    )
+    timeout_s: float = Field(default=7200.0, gt=0, description="command: how long it may run.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
+        """Each kind names what it needs and nothing another kind needs."""
+        problems = self._kind_problems()
+        if problems or self.kind != "source" or self.source is None:
+            return problems
+        return self._source_problems(self.source, context)
+
+    def _kind_problems(self) -> list[Problem]:
+        used = {
+            "source": self.source is not None,
+            "args": bool(self.args),
+            "image_id": self.image_id is not None,
+            "command": bool(self.command),
+            "cwd": self.cwd is not None,
+            "on": self.on is not None,
+            "image_file": self.image_file is not None,
+            "image_line": self.image_line is not None,
+        }
+        allowed = {
+            "source": {"source", "args"},
+            "image": {"image_id"},
+            "command": {"command", "cwd", "on", "image_file", "image_line"},
+        }[self.kind]
+        article = "an" if self.kind == "image" else "a"
+        problems = [
+            Problem((key,), f"not a key of {article} {self.kind} build", f"only {self._needs()}")
+            for key, present in used.items()
+            if present and key not in allowed
+        ]
+        if self.kind == "source" and self.source is None:
+            problems.append(Problem(("source",), "a source build needs it", "the engine tree"))
+        if self.kind == "image" and self.image is None:
+            problems.append(Problem(("image",), "an image build needs it", "a tag or an ID"))
+        if self.kind == "command":
+            problems += self._command_problems()
+        return problems
+
+    def _command_problems(self) -> list[Problem]:
+        problems = []
+        if not self.command:
+            problems.append(Problem(("command",), "a command build needs it", "an argv list"))
+        named = [self.image is not None, self.image_file is not None, self.image_line is not None]
+        if sum(named) != 1:
+            problems.append(
+                Problem(
+                    ("image",),
+                    "a command build names its image in exactly one way",
+                    "one of image, image_file, image_line",
+                )
+            )
+        if self.cwd is not None and not self.cwd.startswith("/"):
+            problems.append(Problem(("cwd",), "not absolute", "a path on the build node"))
+        if self.image_line is not None:
+            try:
+                groups = re.compile(self.image_line).groups
+            except re.error as error:
+                return [*problems, Problem(("image_line",), f"not a regex: {error}", "a regex")]
+            if groups != 1:
+                problems.append(Problem(("image_line",), f"{groups} groups", "exactly one group"))
+        return problems
+
+    def _needs(self) -> str:
+        return {
+            "source": "source, dockerfile, args",
+            "image": "image, image_id",
+            "command": "command, cwd, on and one of image, image_file, image_line",
+        }[self.kind]
+
+    def _source_problems(self, source: Path, context: SpecContext | None) -> list[Problem]:
         """The source tree must exist when loaded from a file (a record's copy is not rebuilt),
         and the Dockerfile must be inside it: it is read and hashed into the build."""
-        if context is None or not self.source.is_absolute() or confined_out(self.source, context):
+        if context is None or not source.is_absolute() or confined_out(source, context):
             return []  # a path outside the project is refused by the loader, unprobed
-        if not self.source.is_dir():
-            return [
-                Problem(("source",), f"no such directory: {shown(self.source)}", "the engine tree")
-            ]
+        if not source.is_dir():
+            return [Problem(("source",), f"no such directory: {shown(source)}", "the engine tree")]
+        return self._dockerfile_problems(source.resolve())
+
+    def _dockerfile_problems(self, tree: Path) -> list[Problem]:
         dockerfile = Path(self.dockerfile)
-        tree = self.source.resolve()
         if (
             dockerfile.is_absolute()
             or self.dockerfile.startswith("~")
@@ -73,6 +184,35 @@ class Build(SpecModel):
                 )
             ]
         return []
+
+    @property
+    def engine_tree(self) -> Path:
+        """The source tree of a source build (a SpecError for the image kinds)."""
+        if self.source is None:
+            raise SpecError(
+                f"a {self.kind} build has no source tree", key="build.kind", expected="source"
+            )
+        return self.source
+
+    def describe(self) -> str:
+        """One line saying where the engine comes from (for `render`)."""
+        if self.kind == "image":
+            pinned = f" (pinned to {self.image_id})" if self.image_id else ""
+            return f"image {self.image}{pinned}, adopted as is"
+        if self.kind == "command":
+            named = (
+                f"tag {self.image}" if self.image is not None
+                else f"tag in {self.image_file}" if self.image_file is not None
+                else f"tag printed as /{self.image_line}/"
+            )  # fmt: skip
+            where = f"on {self.on or 'the head'}" + (f" in {self.cwd}" if self.cwd else "")
+            return f"command `{shlex.join(self.command)}` {where}, {named}"
+        return f"source {self.source} ({self.dockerfile})"
+
+    @property
+    def makes_image(self) -> bool:
+        """Whether the build is an image made elsewhere (image, command): docker clusters only."""
+        return self.kind != "source"
 
 
 class EngineSettings(SpecModel):

@@ -56,7 +56,7 @@ def build_for(
 ) -> ImageBuild:
     """Build (or reuse) the release's image on the head's daemon."""
     head = docker_endpoints(cluster, release)[0]
-    source = release.build.source
+    source = release.build.engine_tree
     return build_on(
         head,
         release.name,
@@ -72,13 +72,15 @@ def distribute_for(
     cluster: Cluster, release: Release, build: ImageBuild, say: LineSink = silent
 ) -> list[NodeImage]:
     """Load the built image on every other node and verify one image ID everywhere."""
-    head, *others = docker_endpoints(cluster, release)
-    nodes = distribute_image(head, others, build.built.tag, LineProgress(say))
+    endpoints = docker_endpoints(cluster, release)
+    source = next((e for e in endpoints if e.node == build.built_on), endpoints[0])
+    others = [endpoint for endpoint in endpoints if endpoint is not source]
+    nodes = distribute_image(source, others, build.built.tag, LineProgress(say))
     wrong = [n.facts.node for n in nodes if n.facts.image_id != build.built.image_id]
     if wrong:
         raise BuildError(
             f"{build.built.tag}: image ID differs from {build.built.image_id} on {', '.join(wrong)}"
         )
-    verb = "reused" if build.built.reused else "built"
+    verb = build.verb
     say(f"image {build.built.tag} {verb}, same ID on {len(nodes)} nodes")
     return nodes

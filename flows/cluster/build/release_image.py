@@ -12,6 +12,7 @@ import platform
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,6 +39,8 @@ class ImageBuild(BaseModel):
     base_image: str
     lock_digest: str
     seconds: dict[str, float]
+    origin: Literal["source", "image", "command"] = "source"
+    built_on: str | None = None  # the node whose daemon holds it (None: the head)
 
     @property
     def digest(self) -> str:
@@ -48,6 +51,13 @@ class ImageBuild(BaseModel):
     def short(self) -> str:
         """The image tag, which carries the source digest."""
         return self.built.tag
+
+    @property
+    def verb(self) -> str:
+        """How the image came to be here: built, reused (built before) or adopted."""
+        if self.origin != "source":
+            return "adopted"
+        return "reused" if self.built.reused else "built"
 
 
 class ReleaseImage(BaseModel):

@@ -75,7 +75,7 @@ class NodeEnv(BaseModel):
 def build_release(release: Release, state: Path, say: LineSink | None = None) -> ProcessBuild:
     """The release's build, made on a cache miss (wheelhouse download, engine wheel)."""
     say = say or silent
-    engine_dir = Path(release.build.source)
+    engine_dir = release.build.engine_tree
     requirements = engine_requirements(engine_dir / "pyproject.toml")
     say("wheelhouse: resolving the engine's dependencies")
     wheels = ensure_wheelhouse(host_spec(requirements), state / "wheelhouses")

@@ -28,6 +28,7 @@ from requests.exceptions import RequestException
 
 from flows.cluster.boot.caches import CacheTarget, empty_caches
 from flows.cluster.build.docker_release import build_for, distribute_for
+from flows.cluster.build.made_image import made_image
 from flows.cluster.build.release_image import ImageBuild
 from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
 from flows.cluster.runtime.containers import (
@@ -222,10 +223,13 @@ class DockerRanks:
     # -- the build and what is done with it ------------------------------------------------------
 
     def build(self, release: Release, say: LineSink) -> ImageBuild:
-        """The release image, built (or reused) once on the head's daemon."""
+        """The release image: built (or reused) once on the head's daemon, or the operator's image
+        (their build command run, or a prebuilt one) adopted."""
         if self._state is None:
             raise ClusterError("the docker runtime was made without a state folder to build in")
         self._release = release
+        if release.build.makes_image:
+            return made_image(self._cluster, release, self._transports, say)
         return build_for(self._cluster, release, self._state, say)
 
     def install(
@@ -241,7 +245,7 @@ class DockerRanks:
         release = self._need_release()
         copies = distribute_for(self._cluster, release, build, say)
         self._image = build.built.tag
-        verb = "reused" if build.built.reused else "built"
+        verb = build.verb
         return Installed(
             runtime="docker",
             release=release.name,

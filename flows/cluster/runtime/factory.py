@@ -12,6 +12,7 @@ from pathlib import Path
 from flows.cluster.runtime.base import Runtime
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
+from flows.errors import SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
 
@@ -34,3 +35,18 @@ def runtime_for(
     from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415 - docker SDK on demand
 
     return DockerRanks(cluster, transports, release=release, image=image, state=state)
+
+
+def check_fits(cluster: Cluster, release: Release) -> None:
+    """SpecError, before anything starts, when the cluster's runtime cannot run the release's build.
+
+    Image builds (adopted, or made by the operator's command) run only in docker clusters: a
+    process cluster installs a wheel built from a source tree.
+    """
+    if release.build.makes_image and cluster.runtime.kind != "docker":
+        raise SpecError(
+            f"release {release.name} adopts an image (build.kind {release.build.kind}), but "
+            f"cluster {cluster.name} runs ranks as processes",
+            key="build.kind",
+            expected="a docker cluster, or build.kind source",
+        )

@@ -127,7 +127,7 @@ class ProcessRuntime:
         if self._release is None:
             raise ClusterError(f"node {node}: no release given to ship the tests of")
         workdir = cluster.node(node).workdir
-        files = tree_files(Path(self._release.build.source))
+        files = tree_files(self._release.build.engine_tree)
         tree = ship_tree(installed.digest, files, transport, workdir)
         return ProcessTestHost(transport, python=python, tree=tree, workdir=workdir, say=say)
 

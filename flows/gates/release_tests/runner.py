@@ -97,9 +97,12 @@ class ReleaseTestsRunner:
             say(f"stopping {running.release} on {cluster.name}: release tests run on a stopped "
                 "cluster")  # fmt: skip
             stop_session(cluster, running, context.transports, context.state)
-        built = tree_files(Path(release.build.source))
         overlay = overlay_files(Path(classification.root), classification)
-        changed = changed_files(overlay, built)
+        # an adopted or operator-built image is tested as it is: there is no tree to compare with
+        changed = (
+            [] if release.build.makes_image
+            else changed_files(overlay, tree_files(release.build.engine_tree))
+        )  # fmt: skip
         runtime = runtime_for(cluster, context.transports, context.state, release=release)
         installed = runtime.install(runtime.build(release, say), say, nodes=[node_name])
         host = runtime.release_tests(node_name, installed, say)

@@ -1,0 +1,148 @@
+"""Images the operator makes: a prebuilt image adopted as is, or the one their build command made.
+
+The recipe builds its image with its own command (`bin/spark build image --apply`) from a
+BuildKit Dockerfile sparkgate does not know, so sparkgate does not build it: it runs that command
+on the build node (default the head) through the node's transport, finds the image's name (given,
+written to a file, or printed on a line), and looks the image up on that node's daemon. A
+prebuilt image is looked up the same way, without a command. Either way the image ID is what the
+record keeps and what every node must hold; `pinned` turns the release into one that names that
+ID, so later boots of the run, promotion and deploys adopt exactly that image and never build.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Mapping
+from contextlib import closing
+
+from flows.cluster.build.distribute import inspect_facts
+from flows.cluster.build.image import BuiltImage
+from flows.cluster.build.release_image import ImageBuild, docker_endpoints
+from flows.cluster.build.wheel import ProcessBuild
+from flows.cluster.transport.base import Transport
+from flows.cluster.transport.docker_client import DockerEndpoint, connect
+from flows.errors import BuildError, SpecError
+from flows.lines import LineSink
+from flows.spec.cluster import Cluster
+from flows.spec.release import Build, Release
+
+OUTPUT_TAIL = 600
+ReleaseBuild = ProcessBuild | ImageBuild
+"""What a run's build stage made: a wheel (source builds) or an image (any build, docker)."""
+
+
+# -- pure ----------------------------------------------------------------------------------------
+
+
+def tag_from_output(pattern: str, output: str) -> str | None:
+    """The image name the build command printed: the group of the pattern's last match."""
+    found = None
+    for line in output.splitlines():
+        match = re.search(pattern, line)
+        if match is not None and match.group(1):
+            found = match.group(1).strip()
+    return found
+
+
+def tag_from_file(text: str) -> str | None:
+    """The image name in a file the build command wrote: its first non-empty line."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), None)
+
+
+def build_node(cluster: Cluster, build: Build) -> str:
+    """The node whose daemon holds the image: `on`, or the head."""
+    name = build.on or cluster.head.name
+    if name not in {node.name for node in cluster.nodes}:
+        raise SpecError(
+            f"no node {name!r} in cluster {cluster.name}", key="build.on", expected="a node name"
+        )
+    return name
+
+
+def pinned(release: Release, tag: str, image_id: str) -> Release:
+    """The release as an adopted image with this exact ID (what the rest of a run boots)."""
+    return release.model_copy(update={"build": Build(kind="image", image=tag, image_id=image_id)})
+
+
+def run_release(release: Release, build: ReleaseBuild) -> Release:
+    """The release a run boots after its build stage: an image build pinned to the image made."""
+    if isinstance(build, ImageBuild) and release.build.makes_image:
+        return pinned(release, build.built.tag, build.built.image_id)
+    return release
+
+
+# -- I/O -----------------------------------------------------------------------------------------
+
+
+def made_image(
+    cluster: Cluster, release: Release, transports: Mapping[str, Transport], say: LineSink
+) -> ImageBuild:
+    """Run the release's build command if it has one, then adopt the image on the build node."""
+    build = release.build
+    node = build_node(cluster, build)
+    started = time.monotonic()
+    if build.kind == "command":
+        reference = _run_command(transports[node], build, say)
+    elif build.image is not None:
+        reference = build.image
+    else:  # validation refuses this; kept for models built in code
+        raise SpecError("an image build needs `image`", key="build.image")
+    endpoint = next(e for e in docker_endpoints(cluster, release) if e.node == node)
+    adopted = adopt(endpoint, reference, expected_id=build.image_id)
+    seconds = time.monotonic() - started
+    say(f"image {reference} on {node}: {adopted.image_id[:19]}")
+    return ImageBuild(
+        built=adopted.model_copy(update={"seconds": seconds}),
+        base_image="",
+        lock_digest="",
+        seconds={"build": seconds},
+        origin=build.kind,
+        built_on=node,
+    )
+
+
+def adopt(endpoint: DockerEndpoint, reference: str, *, expected_id: str | None) -> BuiltImage:
+    """The image `reference` on the endpoint's daemon; BuildError when absent or not the pin."""
+    with closing(connect(endpoint)) as client:
+        facts = inspect_facts(client, endpoint.node, reference)
+    if facts is None:
+        raise BuildError(
+            f"no image {reference} on {endpoint.node}'s daemon: build, pull or load it there first"
+        )
+    if expected_id is not None and facts.image_id != expected_id:
+        raise BuildError(
+            f"image {reference} on {endpoint.node} is {facts.image_id}, but the release (or its "
+            f"record) names {expected_id}: the tag was moved; sparkgate runs only the image that "
+            "was qualified"
+        )
+    return BuiltImage(
+        tag=reference, image_id=facts.image_id, source_digest="", reused=True, seconds=0.0
+    )
+
+
+def _run_command(transport: Transport, build: Build, say: LineSink) -> str:
+    """Run the build command on the node; the image name it produced."""
+    shown = shlex.join(build.command)
+    say(f"{transport.node}: running the release's build command: {shown}")
+    result = transport.run(build.command, cwd=build.cwd, timeout=build.timeout_s)
+    output = result.stdout + result.stderr
+    if not result.ok:
+        tail = output.strip()[-OUTPUT_TAIL:] or "(no output)"
+        raise BuildError(f"{transport.node}: `{shown}` exited {result.rc}: {tail}")
+    say(f"{transport.node}: build command done in {result.duration:.0f} s")
+    if build.image is not None:
+        return build.image
+    if build.image_file is not None:
+        path = build.image_file
+        if not path.startswith("/") and build.cwd is not None:
+            path = f"{build.cwd.rstrip('/')}/{path}"
+        found = tag_from_file(transport.read_text(path))
+        where = f"file {path}"
+    else:
+        found = tag_from_output(str(build.image_line), output)
+        where = f"output (no line matches /{build.image_line}/)"
+    if not found:
+        raise BuildError(f"{transport.node}: `{shown}` named no image in its {where}")
+    return found

@@ -1,0 +1,168 @@
+"""The operator's image: a prebuilt tag adopted, an image made by their own build command.
+
+Two namespace hosts, each with its own dockerd. The bundled engine's image is built once on the
+head and tagged as if the operator had built it (`prebuilt/sparkengine:r6x`). r6x adopts that
+tag; r6y names a build command (a script that runs `docker build` against the head's daemon and
+prints the tag) and compares its outputs with r6x's record on the same shape. Both qualify with
+the real CLI; each record keeps the image ID every node verified. Then the build script is
+removed and `promote --deploy` starts r6y: it runs the recorded image ID and never builds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+import yaml
+
+from flows.cluster.build.docker_release import build_for
+from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up
+from flows.lines import silent
+from flows.record import read_record, verify
+from flows.record.reader import latest_record
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import Release
+
+from .conftest import ENGINE_FILE, ROOT
+from .test_lab_docker_boot import DOCKER_CACHE, missing_requirement
+
+pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+PLAN = LabPlan(prefix="sg-i", nodes=2, subnet=ipaddress.IPv4Network("198.18.11.0/24"), docker=True)
+LAB_DIR = ROOT / ".sparkgate" / "test-lab-img"  # short: unix socket paths are limited
+PREBUILT = "prebuilt/sparkengine:r6x"
+MADE = "cmd/sparkengine:r6y"
+GATES = {
+    "release_tests": {"enabled": False,
+                      "classification": str(ROOT / "config" / "release-tests.yaml")},
+    "determinism": {"prompts": ["The quick brown fox", "Once upon a time"], "max_tokens": 8,
+                    "long_prompt_tokens": 200, "sampled_streams": 1, "stagger_ms": 20},
+    "cold_boots": {"enabled": False},
+    "benchmark": {"enabled": False},
+}  # fmt: skip
+# The operator's build: a real `docker build` on the head's daemon, the tag printed at the end.
+BUILD_SCRIPT = """\
+#!/bin/sh
+set -eu
+export DOCKER_HOST="$1" DOCKER_BUILDKIT=0
+printf 'FROM {base}\\nLABEL org.sparkgate.test=made-by-command\\n' | docker build -q -t {tag} -
+echo "built {tag}"
+"""
+
+
+@pytest.fixture(scope="module")
+def docker_lab() -> Iterator[LabState]:
+    reason = missing_requirement()
+    if reason:
+        pytest.skip(reason)
+    try:
+        yield lab_up(PLAN, LAB_DIR, engine_file=ENGINE_FILE, python=sys.executable)
+    finally:
+        lab_down(LAB_DIR)
+
+
+def _daemon(cluster: Cluster, index: int) -> docker.DockerClient:
+    url = cluster.nodes[index].overrides.docker_daemon
+    assert url is not None
+    return docker.DockerClient(base_url=url)
+
+
+def _release(root: Path, name: str, previous: str | None, build: dict[str, object]) -> Path:
+    document = {
+        "kind": "release", "name": name, "previous": previous, "build": build,
+        "engine": {"options": {"mlp_kernel": "reference"}}, "model": {"seed": 0, "size": "tiny"},
+        "outputs": {"change": "unchanged"} if previous else
+                   {"change": "changed", "reason": "first release on this cluster"},
+        "gates": {**GATES, "determinism": {**GATES["determinism"],
+                                           "against_previous": previous is not None}},
+    }  # fmt: skip
+    file = root / "releases" / f"{name}.yaml"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(yaml.safe_dump(document, sort_keys=False))
+    return file
+
+
+def _sparkgate(env: dict[str, str], root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flows", *argv], env=env, cwd=root, text=True,
+        capture_output=True, timeout=900, check=False,
+    )  # fmt: skip
+
+
+def test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorded_image(
+    docker_lab: LabState, tmp_path: Path
+) -> None:
+    assert docker_lab.cluster_file is not None
+    cluster_file = docker_lab.cluster_file
+    cluster = load_model(cluster_file, Cluster)
+    state = tmp_path / "state"
+    (state / "cache").mkdir(parents=True)
+    DOCKER_CACHE.mkdir(parents=True, exist_ok=True)
+    (state / "cache" / "docker").symlink_to(DOCKER_CACHE)
+    env = {
+        **os.environ, "SPARKGATE_ROOT": str(tmp_path), "SPARKGATE_STATE_DIR": str(state),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
+    }  # fmt: skip
+
+    # what the operator built earlier: the bundled engine's image, tagged on the head only
+    shipped = load_model(ROOT / "releases" / "r1.yaml", Release)
+    built = build_for(cluster, shipped, state, silent)
+    head, worker = _daemon(cluster, 0), _daemon(cluster, 1)
+    try:
+        head.images.get(built.built.tag).tag(PREBUILT)
+        prebuilt_id = head.images.get(PREBUILT).id
+
+        r6x = _release(tmp_path, "r6x", None, {"kind": "image", "image": PREBUILT})
+        done = _sparkgate(env, tmp_path, "qualify", str(r6x), "-c", cluster_file, "--no-wait")
+        assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        adopted = latest_record(tmp_path / "experiments", "r6x")
+        assert adopted is not None
+        assert adopted.build_digest == prebuilt_id
+        assert adopted.documents["build.json"]["origin"] == "image"
+        assert worker.images.get(PREBUILT).id == prebuilt_id  # distributed, one image ID
+        said = (done.stdout + done.stderr).replace("\n", " ")
+        assert f"image {PREBUILT} adopted, same ID on 2 nodes" in said
+
+        script = tmp_path / "build.sh"
+        script.write_text(BUILD_SCRIPT.format(base=PREBUILT, tag=MADE))
+        daemon = str(cluster.nodes[0].overrides.docker_daemon)
+        r6y = _release(tmp_path, "r6y", "r6x", {
+            "kind": "command", "command": ["sh", str(script), daemon], "cwd": str(tmp_path),
+            "image_line": r"^built (\S+)$",
+        })  # fmt: skip
+        done = _sparkgate(env, tmp_path, "qualify", str(r6y), "-c", cluster_file, "--no-wait")
+        assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        made_id = head.images.get(MADE).id
+        assert made_id != prebuilt_id  # the command really built a new image
+        made = latest_record(tmp_path / "experiments", "r6y")
+        assert made is not None
+        assert made.build_digest == made_id
+        assert made.documents["build.json"]["origin"] == "command"
+        assert worker.images.get(MADE).id == made_id
+        record = read_record(tmp_path / "experiments" / made.name)
+        determinism = record.stages["determinism"]
+        assert "r6x" in determinism.reason, determinism.reason  # compared within tp2-lab
+        assert verify(tmp_path / "experiments" / made.name) == []
+
+        # promotion never builds: without the build script, the deploy runs the recorded ID
+        script.unlink()
+        done = _sparkgate(env, tmp_path, "promote", str(r6y), "--by", "lab", "--deploy",
+                          "-c", cluster_file)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        assert "running the release's build command" not in done.stderr
+        pointer = yaml.safe_load((tmp_path / "config" / "promoted.yaml").read_text())
+        assert pointer["current"]["build_digest"] == made_id
+        running = [c for c in head.containers.list() if c.name.startswith("sparkgate-")]
+        assert [c.image.id for c in running] == [made_id]
+    finally:
+        _sparkgate(env, tmp_path, "cluster", "stop", "-c", cluster_file)
+        head.close()
+        worker.close()
