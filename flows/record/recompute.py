@@ -5,8 +5,8 @@ The benchmark stage keeps every arm's `arm.json` (every request's receipt) under
 decision as the gate must give the very numbers the summary holds. A session that drew on an
 A/A ledger of other records (`ledger_gaps` > 0) keeps that ledger (`ledger-used.json`, hashed like
 every raw file) and is recomputed with it; one that claims ledger use but keeps no such ledger
-cannot be recomputed, which is a problem, not a pass. The determinism stage keeps every scenario's raw responses, which
-the gate's pure `judge` turns into the same summary again.
+cannot be recomputed, which is a problem, not a pass. The determinism stage keeps every
+scenario's raw responses, which the gate's pure `judge` turns into the same summary again.
 """
 
 from __future__ import annotations
