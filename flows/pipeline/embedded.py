@@ -8,6 +8,12 @@ ends the run as Crashed and stops what it started. When PREFECT_API_URL names a 
 server is used and nothing is started here. The server dies with us: it asks the kernel for
 SIGTERM when its parent dies (PR_SET_PDEATHSIG), so even a SIGKILLed `qualify` leaves no server
 behind. Import after `flows.settings.prefect_environment()`.
+
+The server listens on loopback, where every local user can reach it, so it requires a random
+secret of its own (Prefect's basic auth, PREFECT_SERVER_API_AUTH_STRING, given in its
+environment, never on a command line): the flow's process gets it as PREFECT_API_AUTH_STRING,
+and `sparkgate approve/reject` read it from `<pid>.auth` beside the server's advert, a 0600
+file in a 0700 folder that is removed with the advert. Only `/health` answers without it.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -32,6 +39,8 @@ STOP_GRACE_S = 10.0
 DRAIN_TIMEOUT_S = 10.0
 SERVERS_DIR = "embedded-servers"
 PR_SET_PDEATHSIG = 1
+AUTH_USER = "sparkgate"
+SECRET_BYTES = 32
 
 
 @contextlib.contextmanager
@@ -41,29 +50,42 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
     if configured:
         yield configured
         return
-    from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: PLC0415
+    from prefect.settings import (  # noqa: PLC0415
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_URL,
+        temporary_settings,
+    )
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
+    secret = f"{AUTH_USER}:{secrets.token_urlsafe(SECRET_BYTES)}"
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / "embedded-server.log").open("ab") as log:
         server = subprocess.Popen(
             _server_argv(port),
-            env={**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1"},
+            env={
+                **os.environ,
+                "PREFECT_UI_ENABLED": "0",
+                "PREFECT__SERVER_EPHEMERAL": "1",
+                "PREFECT_SERVER_API_AUTH_STRING": secret,
+            },
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_dies_with(os.getpid()),  # noqa: PLW1509 - only async-signal-safe calls
         )
-    advert = servers_dir() / f"{server.pid}.url"
+    folder = servers_dir()
+    advert, key = folder / f"{server.pid}.url", folder / f"{server.pid}.auth"
     try:
         _wait_healthy(url, server, log_dir / "embedded-server.log")
-        advert.parent.mkdir(parents=True, exist_ok=True)
+        _private_folder(folder)
+        _write_private(key, secret + "\n")  # before the advert: whoever finds the URL finds it
         write_text(advert, url + "\n")
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: secret}):
             yield url
     finally:
         advert.unlink(missing_ok=True)
+        key.unlink(missing_ok=True)
         _drain_prefect_workers()
         _stop(server)
 
@@ -71,19 +93,24 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
 @contextlib.contextmanager
 def running_backend(folder: Path | None = None) -> Iterator[str | None]:
     """Point Prefect at the server a waiting run uses: the configured one, else a live embedded
-    server on this PREFECT_HOME (adverts in `folder`, default `servers_dir()`); None when
-    neither exists (then no embedded run can be waiting)."""
+    server on this PREFECT_HOME (adverts in `folder`, default `servers_dir()`), with its secret;
+    None when neither exists (then no embedded run can be waiting)."""
     configured = os.environ.get("PREFECT_API_URL")
     if configured:
         yield configured
         return
-    url = next((u for u in advertised(folder or servers_dir()) if _healthy(u)), None)
-    if url is None:
+    found = next((a for a in adverts(folder or servers_dir()) if _healthy(a[0])), None)
+    if found is None:
         yield None
         return
-    from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: PLC0415
+    from prefect.settings import (  # noqa: PLC0415
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_URL,
+        temporary_settings,
+    )
 
-    with temporary_settings(updates={PREFECT_API_URL: url}):
+    url, secret = found
+    with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: secret}):
         yield url
 
 
@@ -96,15 +123,45 @@ def servers_dir() -> Path:
 
 def advertised(folder: Path) -> list[str]:
     """URLs of the embedded servers that said they run (newest first; some may be gone)."""
-    files = sorted(folder.glob("*.url"), key=lambda f: f.stat().st_mtime, reverse=True)
-    return [text for f in files if (text := _read(f))]
+    return [url for url, _secret in adverts(folder)]
+
+
+def adverts(folder: Path) -> list[tuple[str, str | None]]:
+    """(URL, secret) of the embedded servers that said they run, newest first; the secret is
+    None when its file is missing or unreadable (then the server refuses us)."""
+    files = sorted(folder.glob("*.url"), key=_mtime, reverse=True)
+    return [(url, _read(f.with_suffix(".auth")) or None) for f in files if (url := _read(f))]
+
+
+def _mtime(file: Path) -> float:
+    try:
+        return file.stat().st_mtime
+    except OSError:  # removed by its server a moment ago
+        return 0.0
 
 
 def _read(file: Path) -> str:
     try:
         return file.read_text().strip()
-    except OSError:  # removed by its server a moment ago
+    except OSError:  # removed by its server a moment ago, or not ours to read
         return ""
+
+
+def _private_folder(folder: Path) -> None:
+    """The adverts' folder, readable by its owner only (the secrets live in it)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+
+
+def _write_private(file: Path, text: str) -> None:
+    """Create `file` for its owner only (0600 from the start, never through a symlink)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    handle = os.open(file, flags, 0o600)
+    try:
+        os.fchmod(handle, 0o600)
+        os.write(handle, text.encode())
+    finally:
+        os.close(handle)
 
 
 def _healthy(url: str) -> bool:

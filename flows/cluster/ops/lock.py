@@ -11,7 +11,10 @@ Every change of an existing lock (heartbeat, stale takeover, release, forced unl
 compare-and-swap done on the node in one command: under `flock` on the lock's folder, the new
 content is renamed over the lock only while the lock still carries the expected token. So a
 holder whose lock was taken over can never overwrite the new owner's lock; its heartbeat fails,
-marks the lock lost, and the run's stages (`ensure_held`) stop it with LockLostError.
+marks the lock lost, and the run's stages (`ensure_held`) stop it with LockLostError. Without
+`flock` on the head none of that could run (yet `ln` would still take the lock, which then could
+never be refreshed or released), so taking the lock first checks that the head has it, and
+preflight reports it.
 """
 
 from __future__ import annotations
@@ -141,6 +144,24 @@ def read_lock(transport: Transport, path: str) -> LockRecord | None:
         ) from error
 
 
+FLOCK_MISSING = (
+    "flock is missing; the cluster lock is changed only under flock on the head node "
+    "(install util-linux)"
+)
+
+
+def has_flock(transport: Transport) -> bool:
+    """Whether `flock` can run on the node (TransportError when the node cannot be reached)."""
+    found = transport.run(["sh", "-c", "command -v flock"], timeout=30, env=C_LOCALE)
+    return found.ok and bool(found.stdout.strip())
+
+
+def require_flock(transport: Transport) -> None:
+    """ClusterError naming the node when it lacks `flock`, before the lock is touched."""
+    if not has_flock(transport):
+        raise ClusterError(f"{transport.node}: {FLOCK_MISSING}")
+
+
 def _needle(token: str) -> str:
     """How a token appears in the lock's JSON (tokens are hex: nothing to escape)."""
     return f'"token":"{token}"'
@@ -199,7 +220,9 @@ class ClusterLock:
     # -- acquire ----------------------------------------------------------------------------
 
     def acquire(self) -> LockRecord:
-        """Take the lock, or raise LockHeldError naming the live holder."""
+        """Take the lock, or raise LockHeldError naming the live holder (ClusterError when the
+        head lacks `flock`: a lock it could never refresh or release is not taken)."""
+        require_flock(self.transport)
         mine = _this_process_record(self.command, self.clock())
         if self._link(mine):
             return self._held(mine)

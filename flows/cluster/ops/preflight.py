@@ -2,8 +2,9 @@
 
 Two halves, kept apart so the rules can be tested without machines: `collect_facts` asks each
 node (in parallel, through its transport) for raw facts - reachable, disk, memory, listening
-ports, Python or Docker version, clock, the cluster file's own checks - and `evaluate` turns
-facts into OK / WARN / ERROR lines. ERROR fails the preflight; WARN is shown and never does.
+ports and `flock` on the head (the cluster lock needs it), Python or Docker version, clock, the
+cluster file's own checks - and `evaluate` turns facts into OK / WARN / ERROR lines. ERROR fails
+the preflight; WARN is shown and never does.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.cluster.ops.lock import FLOCK_MISSING, has_flock
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError, HostKeyError, TransportError
@@ -76,6 +78,7 @@ class NodeFacts(BaseModel):
     python_error: str | None = None
     docker_version: str | None = None
     docker_error: str | None = None
+    flock_missing: bool | None = None
     clock_offset_s: float | None = None
     clock_uncertainty_s: float | None = None
     custom: list[CustomOutcome] = Field(default_factory=list)
@@ -184,6 +187,10 @@ def _evaluate_node(facts: NodeFacts, limits: Thresholds) -> list[CheckResult]:
         found.append(line("memory", status, f"{gib:.1f} GiB available"))
     for port, used in sorted(facts.ports_in_use.items()):
         found.append(line(f"port {port}", "ERROR" if used else "OK", "in use" if used else "free"))
+    if facts.flock_missing is not None:  # asked of the head, which holds the cluster lock
+        missing = facts.flock_missing
+        detail = FLOCK_MISSING if missing else "present (the cluster lock needs it)"
+        found.append(line("flock", "ERROR" if missing else "OK", detail))
     found.extend(_runtime_lines(facts, limits, line))
     found.extend(_custom_lines(facts, line))
     return found
@@ -328,6 +335,7 @@ def collect_node(cluster: Cluster, node: Node, transport: Transport) -> NodeFact
         listening = parse_listening_ports(tables.stdout)
         ports = (cluster.ports.api, cluster.ports.rendezvous)
         facts["ports_in_use"] = {port: port in listening for port in ports}
+        facts["flock_missing"] = not has_flock(transport)
     facts |= runtime_for(cluster, {node.name: transport}).node_facts(node, values)
     facts["clock_offset_s"], facts["clock_uncertainty_s"] = _clock(transport)
     facts["custom"] = [_custom(transport, check, values) for check in cluster.preflight]

@@ -3,7 +3,9 @@
 The pipeline drives nodes through this small interface so the same code runs a rank as a local
 subprocess or on a GB10 host over SSH. Remote shells only ever see text produced by
 `shell_command`, which quotes every argument: a node name or path such as `x; rm -rf /` from a
-YAML file reaches the program as one literal argument and never runs as shell.
+YAML file reaches the program as one literal argument and never runs as shell. A command line is
+public on its node (`ps`, /proc/PID/cmdline), so a transport that talks to a remote shell sends
+env values on the session's stdin (`env_over_stdin`), never in the command text.
 """
 
 from __future__ import annotations
@@ -126,6 +128,24 @@ def _words(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
     if not variables:
         return list(argv)
     return ["env", "--", *(f"{k}={v}" for k, v in variables.items()), *argv]
+
+
+ENV_FROM_STDIN = 'eval "$(cat)" || exit 1\n'
+"""Shell text that exports the variables `env_over_stdin` sends (read to EOF, then run)."""
+
+
+def env_over_stdin(env: Mapping[str, str] | None) -> tuple[str, bytes]:
+    """(shell text to put first, bytes to send on stdin) that give the command `env`.
+
+    The values never stand in the command text: stdin carries `export NAME='value'` lines
+    (names checked, values quoted), which the remote shell reads to EOF and evaluates before
+    the command runs, so they reach its environment and no command line. No env: nothing.
+    """
+    variables = check_env(env)
+    if not variables:
+        return "", b""
+    lines = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
+    return ENV_FROM_STDIN, lines.encode()
 
 
 def _cd(cwd: str | None) -> str:

@@ -7,7 +7,8 @@ and any later, different key for that host:port is refused as CHANGED, by this t
 next connection and by every later run. `~/.ssh/config` is honoured (HostName, User, Port,
 IdentityFile, UserKnownHostsFile), explicit cluster settings win over it. Every remote command
 is shell text built by `shell_command`, i.e. quoted argv, so nothing from a spec ever runs as
-shell.
+shell. Env values never stand in that text (it is the remote shell's command line, public on the
+node): they go over the session's stdin (`env_over_stdin`), which the shell reads first.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from flows.cluster.transport.base import (
     DEFAULT_TIMEOUT_S,
     CommandResult,
     background_command,
+    env_over_stdin,
     parse_pid,
     ps_state_alive,
     shell_command,
@@ -304,7 +306,9 @@ class SshTransport:
 
     # -- commands ---------------------------------------------------------------------------
 
-    def _exec(self, text: str, timeout: float, label: str) -> tuple[int, str, str, float]:
+    def _exec(
+        self, text: str, timeout: float, label: str, stdin: bytes = b""
+    ) -> tuple[int, str, str, float]:
         began = time.monotonic()
         deadline = began + timeout
         transport = self._connection()
@@ -323,6 +327,8 @@ class SshTransport:
         out, err = bytearray(), bytearray()
         try:
             channel.exec_command(text)
+            if stdin:
+                channel.sendall(stdin)
             channel.shutdown_write()
             pause = 0.001
             while True:
@@ -367,8 +373,9 @@ class SshTransport:
         """
         limit = self.settings.command_timeout_s if timeout is None else timeout
         guard = ["timeout", "-k", str(REMOTE_KILL_AFTER_S), f"{limit + REMOTE_SLACK_S:g}"]
-        text = shell_command([*guard, *argv], env=env, cwd=cwd)
-        rc, out, err, duration = self._exec(text, limit, argv[0])
+        prelude, stdin = env_over_stdin(env)
+        text = prelude + shell_command([*guard, *argv], cwd=cwd)
+        rc, out, err, duration = self._exec(text, limit, argv[0], stdin)
         result = CommandResult(
             node=self.node, argv=tuple(argv), rc=rc, stdout=out, stderr=err, duration=duration
         )
@@ -384,10 +391,11 @@ class SshTransport:
         cwd: str | None = None,
     ) -> int:
         """Start argv detached (new session, own process group) with output to files."""
-        text = background_command(
-            argv, stdout_path=stdout_path, stderr_path=stderr_path, env=env, cwd=cwd
+        prelude, stdin = env_over_stdin(env)
+        text = prelude + background_command(
+            argv, stdout_path=stdout_path, stderr_path=stderr_path, cwd=cwd
         )
-        rc, out, err, _ = self._exec(text, self.settings.command_timeout_s, argv[0])
+        rc, out, err, _ = self._exec(text, self.settings.command_timeout_s, argv[0], stdin)
         if rc != 0:
             raise TransportError(f"{self.node}: cannot start {argv[0]!r}: {err.strip() or rc}")
         return parse_pid(self.node, out)

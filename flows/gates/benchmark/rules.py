@@ -18,6 +18,8 @@ from flows.bench.report import ArmReport
 from flows.gates.benchmark.summary import PointRow
 
 NAME = "benchmark"
+LEDGER_FILE = "ledger-used.json"
+"""The A/A ledger a session drew on, kept in its stage folder so verify can recompute it."""
 Role = Literal["candidate", "previous"]
 Focus = frozenset[str] | None
 """The points an added arm must measure (None: the whole suite)."""

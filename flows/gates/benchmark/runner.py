@@ -28,6 +28,7 @@ from flows.engine_api.metrics import scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
 from flows.gates.benchmark.rules import (
+    LEDGER_FILE,
     NAME,
     Focus,
     Role,
@@ -193,6 +194,8 @@ class BenchmarkRunner:
             files.write_text("bench.txt", recipe_text(comparison) + "\n")
             context.say(f"after {arms} arms: {decision.value}")
 
+        if inputs is not None and inputs.sessions:  # verify recomputes from the very ledger
+            files.write_text(LEDGER_FILE, inputs.model_dump_json(indent=1) + "\n")
         try:
             session = run_session(
                 settings.arms, settings.max_arms,

@@ -26,6 +26,7 @@ from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 
 ENGINE = Path(__file__).resolve().parents[3] / "config" / "engines" / "sparkengine.yaml"
+ROOT_CONFIG = Path(__file__).resolve().parents[3] / "config"
 
 DF = """Filesystem     1024-blocks      Used Available Capacity Mounted on
 overlay          102400000  20000000  82400000      20% /
@@ -192,3 +193,23 @@ def test_collect_over_local_transport(tmp_path: Path, listening_port: int) -> No
     assert lines["b/clock"].status == "OK"
     assert [e.check for e in report.errors] == [f"port {listening_port}"]
     assert not canary.exists()
+
+
+def test_flock_is_checked_on_the_head_only() -> None:
+    missing = evaluate("c", [facts(flock_missing=True)], Thresholds())
+    (line,) = [r for r in missing.results if r.check == "flock"]
+    assert (line.node, line.status) == ("n0", "ERROR")
+    assert "flock is missing" in line.detail
+    present = statuses([facts(flock_missing=False), facts(node="n1", head=False)])
+    assert present["n0/flock"] == "OK"
+    assert "n1/flock" not in present
+
+
+def test_preflight_finds_flock_on_the_local_head(tmp_path: Path) -> None:
+    cluster = load_model(ROOT_CONFIG / "local.yaml", Cluster)
+    nodes = [n.model_copy(update={"workdir": str(tmp_path / n.name)}) for n in cluster.nodes]
+    cluster = cluster.model_copy(update={"nodes": nodes})
+    report = run_preflight(cluster, lambda node: LocalTransport(node.name))
+    assert [(r.node, r.status) for r in report.results if r.check == "flock"] == [
+        (cluster.head.name, "OK")
+    ]

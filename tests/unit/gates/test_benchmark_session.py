@@ -14,6 +14,7 @@ from flows.bench.runner import suite_digest
 from flows.gates.base import GateContext, Outcome
 from flows.gates.benchmark import runner as benchmark
 from flows.gates.benchmark.rules import (
+    LEDGER_FILE,
     Focus,
     Role,
     order_problem,
@@ -23,6 +24,7 @@ from flows.gates.benchmark.rules import (
 )
 from flows.gates.benchmark.runner import finished_arm, run_benchmark
 from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.record.recompute import benchmark_problems
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
@@ -201,6 +203,36 @@ def test_run_benchmark_writes_arms_compare_and_summary(
     stored = json.loads((out / "compare.json").read_text())
     assert stored["new"][:2] == ["1-candidate", "3-candidate"]
     assert stored["old"][0] == "2-previous"
+
+
+def test_the_gate_keeps_the_ledger_it_drew_on_and_verify_recomputes_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ledger-used.json holds the ledger the session used, so the figures can be recomputed."""
+    bench = Bench(candidate=[1.05] * 7, previous=[1.0] * 7)
+
+    def fake_measure(
+        context: GateContext, suite: object, out_dir: Path, index: int, role: Role,
+        focus: Focus = None,
+    ) -> ArmReport:  # fmt: skip
+        del context, suite
+        report = bench.measure(index, role, focus)
+        write_arm(report, benchmark.arm_folder(out_dir, index, role))
+        return report
+
+    monkeypatch.setattr(benchmark, "measure_arm", fake_measure)
+    ledger = Ledger(gaps={"streams/c2:tps": [0.004, -0.003]}, sessions=["a / b", "c / d"])
+    previous = load_model(ROOT / "releases/r1.yaml", Release)
+    out = tmp_path / "out"
+    settings = BenchmarkGate(suite=str(ROOT / "config/suites/release.yaml"), max_arms=5)
+    result = benchmark.run_gate(benchmark.BENCHMARK, _context(tmp_path, previous), settings,
+                                ledger, out)  # fmt: skip
+    summary = result.summary_as(BenchmarkSummary)
+    assert summary is not None
+    assert summary.ledger_gaps == 2
+    assert LEDGER_FILE in result.files
+    assert Ledger.model_validate_json((out / LEDGER_FILE).read_text()) == ledger
+    assert benchmark_problems(out, summary, settings.max_arms) == []
 
 
 def test_the_slower_release_is_r1_with_the_slowdown_switch_under_a_3_percent_gate() -> None:

@@ -1,9 +1,10 @@
 """Synthetic gate results of all four gates, with raw files, for the record tests.
 
-Each factory writes the raw files a real gate would (JUnit XML, determinism and benchmark
-receipts) into the stage folder it is given, and returns a GateResult with a summary built from
-the gates' typed models (tests/support/summaries.py), so the record code is exercised exactly
-as the flow will use it.
+Each factory writes the raw files a real gate would (JUnit XML, determinism receipts, the arms
+and ledger of a real benchmark session) into the stage folder it is given, and returns a
+GateResult with a summary built from the gates' typed models (tests/support/summaries.py, the
+benchmark's by the gate's own session code), so the record code is exercised exactly as the
+flow will use it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,19 @@ from typing import Any
 
 import pytest
 
+from flows.bench.compare import compare_arms
+from flows.bench.ledger import Ledger, write_ledger
+from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.gates.base import GateResult, Outcome
+from flows.gates.benchmark.rules import (
+    LEDGER_FILE,
+    Focus,
+    Role,
+    arm_folder,
+    points_summary,
+    run_session,
+)
+from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.determinism.rules import PREVIOUS_FILE, previous_copy
 from flows.gates.determinism.summary import PromptHashes
 from flows.record.writer import RecordWriter, open_record
@@ -97,18 +110,62 @@ def boots_result(out: Path) -> GateResult:
     )
 
 
+BENCH_LEVELS = {
+    "candidate": {"decode/prose-c1": 38.21, "prefill/2k": 4040.1},
+    "previous": {"decode/prose-c1": 40.84, "prefill/2k": 4033.5},
+}
+BENCH_LEDGER = Ledger(
+    gaps={"decode/prose-c1:step_ms": [0.01, -0.012], "prefill/2k:prefill_tps": [0.004, -0.003]},
+    sessions=["2026-11-30-r1: 1-candidate / 3-candidate", "calibration: arm 2 vs arm 1"],
+)
+
+
+def _bench_arm(label: str, role: Role) -> ArmReport:
+    spread = (0.999, 1.0, 1.001)
+    points = {
+        name: Point(
+            workload="closed_loop" if name.startswith("decode/") else "prefill",
+            gate=[metric],
+            samples=[Sample(metrics={metric: BENCH_LEVELS[role][name] * f}) for f in spread],
+        )
+        for name, metric in (("decode/prose-c1", "step_ms"), ("prefill/2k", "prefill_tps"))
+    }
+    return ArmReport(
+        label=label, source="sparkgate", url="http://127.0.0.1:1", suite="tiny",
+        started_utc="2026-12-02T00:00:00+00:00", points=points,
+    )  # fmt: skip
+
+
 def bench_result(out: Path) -> GateResult:
-    (out / "compare.json").write_text("{}\n")
+    """A real C, P, C session drawn on an A/A ledger of 2 gaps, kept as the gate keeps it (arms
+    and the ledger it used), so verify recomputes it: decode 6.4 % faster, prefill level."""
+
+    def measure(index: int, role: Role, focus: Focus) -> ArmReport:
+        del focus
+        report = _bench_arm(f"{index}-{role}", role)
+        write_arm(report, arm_folder(out, index, role))
+        return report
+
+    write_ledger(BENCH_LEDGER, out / LEDGER_FILE)
+    session = run_session(
+        ["candidate", "previous", "candidate"], 7, measure,
+        lambda new, old: compare_arms(new, old, ledger=BENCH_LEDGER, tolerance_pct=3.0),
+    )  # fmt: skip
+    (out / "compare.json").write_text(session.comparison.model_dump_json() + "\n")
     return GateResult(
         gate="benchmark",
         outcome=Outcome.PASSED,
         reason="no point slower than the tolerance",
         started_at=STARTED,
         seconds=120.0,
-        # Drawn on an A/A ledger of other records, so verify cannot recompute the points from
-        # this record's arms (test_recompute.py covers a session that it can recompute).
-        summary=summaries.benchmark(),
-        files=["compare.json"],
+        summary=BenchmarkSummary(
+            arms=list(session.roles),
+            tolerance=0.03,
+            decision=session.decision.value,
+            ledger_gaps=session.comparison.ledger_gaps,
+            points=points_summary(session),
+        ),
+        files=sorted(p.relative_to(out).as_posix() for p in out.rglob("*.json")),
     )
 
 

@@ -33,12 +33,12 @@ def test_readme_reads_verdict_first_and_every_table(
         "- Engine options: `mlp_kernel=fused`",
         "| workload | previous | candidate (change [95% interval]) | verdict |",
         (
-            "| decode/prose-c1 (step_ms, lower is better) | 40.84 | 38.21 (**-6.4%** [-9.9, -3.6]) "
+            "| decode/prose-c1 (step_ms, lower is better) | 40.84 | 38.21 (**-6.4%** [-8.7, -4.1]) "
             "| faster |"
         ),
         (
             "| prefill/2k (prefill_tps, higher is better) | 4,033.5 | 4,040.1 (level: +0.2% "
-            "[-1.1, +1.4]) | level |"
+            "[-0.6, +1.0]) | level |"
         ),
         "| boot | ready | what happened |",
         "| all-kernels | 7.25 s | 12 kernels compiled before the rendezvous |",
