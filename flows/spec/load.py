@@ -2,10 +2,13 @@
 
 Any mapping, at any depth, may be written as `extends: FILE` plus an optional `set:` mapping:
 it then stands for the content of FILE (its `kind` dropped), deep-merged with `set` (mappings
-merge key by key; lists and values replace). FILE is relative to the file that names it, cycles
-are refused. Every value keeps the file and line it came from, so a pydantic error on the merged
-data becomes `FILE:LINE: key.path: what is wrong (expected ...)` for the file that set it.
-Fields typed `SpecPath` are made absolute against the file that declared them.
+merge key by key; lists and values replace). An optional `unset:` list of dotted key paths
+removes keys of FILE first (an overlay for a shape that sets fewer variables than its base); a
+path naming no key is an error, so a typo cannot pass unnoticed. FILE is relative to the file
+that names it, cycles are refused. Every value keeps the file and line it came from, so a
+pydantic error on the merged data becomes `FILE:LINE: key.path: what is wrong (expected ...)`
+for the file that set it. Fields typed `SpecPath` are made absolute against the file that
+declared them.
 
 Every `extends` target and every SpecPath must resolve, symlinks followed, inside the project:
 the closest folder above the top-level file that holds `config/` (the folder the file is in when
@@ -34,7 +37,7 @@ from flows.spec.yamlfile import format_loc, read_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
-OVERLAY_KEYS = frozenset({"extends", "set"})
+OVERLAY_KEYS = frozenset({"extends", "set", "unset"})
 
 SHIPPED_ROOT = Path(__file__).resolve().parents[2]
 """The checkout this package was loaded from (its config/ and releases/ are always usable)."""
@@ -185,7 +188,7 @@ def _overlay(
     for key in value:
         if key not in allowed:
             raise _error(
-                "only `set` may accompany `extends`",
+                "only `set` and `unset` may accompany `extends`",
                 path,
                 lines,
                 (*src, key),
@@ -215,6 +218,7 @@ def _overlay(
     base_data = dict(base.data)
     base_kind = base_data.pop("kind", None)
     base_origins = {loc: o for loc, o in base.origins.items() if loc[:1] != ("kind",)}
+    base_origins = _unset(value, (base_data, base_origins), src, lines, (path, base_path))
     overlay = value.get("set", {})
     if overlay is None:
         overlay = {}
@@ -226,6 +230,52 @@ def _overlay(
     if src:
         return data, origins
     return _with_kind(value, (base_kind, base_path), data, origins, lines)
+
+
+def _unset(
+    value: dict[Any, Any],
+    base: tuple[dict[Any, Any], dict[Loc, Origin]],
+    src: Loc,
+    lines: dict[Loc, int],
+    files: tuple[Path, Path],
+) -> dict[Loc, Origin]:
+    """Remove the overlay's `unset:` keys from the base data (in place); the origins left."""
+    data, origins = base
+    path, base_path = files
+    for index, dotted in enumerate(_unset_paths(value, src, lines, path)):
+        keys = tuple(dotted.split("."))
+        if not _remove(data, keys):
+            raise _error(
+                f"{dotted} names no key of {base_path}", path, lines, (*src, "unset", index),
+                expected="a dotted key path of the extended file",
+            )  # fmt: skip
+        origins = {loc: o for loc, o in origins.items() if loc[: len(keys)] != keys}
+    return origins
+
+
+def _unset_paths(value: dict[Any, Any], src: Loc, lines: dict[Loc, int], path: Path) -> list[str]:
+    """The overlay's `unset:` list (empty when absent); SpecError unless a list of key paths."""
+    paths = value.get("unset") or []
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p.strip() for p in paths):
+        raise _error(
+            "must be a list of dotted key paths", path, lines, (*src, "unset"),
+            expected="e.g. [env.SPARK3_DSPARK_COST_DIR]",
+        )  # fmt: skip
+    return [str(p).strip() for p in paths]
+
+
+def _remove(data: dict[Any, Any], keys: tuple[str, ...]) -> bool:
+    """Delete data[k1][k2]...; False when any key along the way is missing."""
+    for key in keys[:-1]:
+        inner = data.get(key)
+        if not isinstance(inner, dict):
+            return False
+        data[key] = inner = dict(inner)  # never mutate the (cached) base file's own mappings
+        data = inner
+    if keys[-1] not in data:
+        return False
+    del data[keys[-1]]
+    return True
 
 
 def _with_kind(

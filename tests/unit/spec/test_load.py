@@ -124,6 +124,31 @@ def test_overlay_deep_merges_and_keeps_origins(tmp_path: Path) -> None:
     assert document.origin_of(("inner", "tags", 1)).line == 4
 
 
+def test_unset_removes_keys_of_the_base_before_set_merges(tmp_path: Path) -> None:
+    """A TP3 overlay of a TP4 profile drops a variable the ring sets and the triangle must not."""
+    base = "kind: sample\nname: base\ninner:\n  count: 4\n  tags: [ring]\n  file: x.txt\n"
+    write(tmp_path / "base.yaml", base)
+    child = write(
+        tmp_path / "child.yaml",
+        "extends: base.yaml\nunset: [inner.file, inner.tags]\nset:\n  inner: {count: 3}\n",
+    )
+    sample = load_model(child, Sample)
+    assert (sample.inner.count, sample.inner.tags, sample.inner.file) == (3, [], None)
+    assert load_model(tmp_path / "base.yaml", Sample).inner.tags == ["ring"]  # base untouched
+    assert load_document(child).origin_of(("inner", "count")).file == child
+
+
+def test_unset_of_a_key_the_base_lacks_names_the_overlay_line(tmp_path: Path) -> None:
+    write(tmp_path / "base.yaml", "kind: sample\nname: base\n")
+    child = write(tmp_path / "child.yaml", "extends: base.yaml\nunset:\n  - inner.nope\n")
+    assert error_of(child) == (
+        f"{child}:3: unset[0]: inner.nope names no key of {tmp_path / 'base.yaml'} "
+        "(expected a dotted key path of the extended file)"
+    )
+    bad = write(tmp_path / "bad.yaml", "extends: base.yaml\nunset: inner.nope\n")
+    assert "unset: must be a list of dotted key paths" in error_of(bad)
+
+
 def test_error_in_overlay_points_at_overlay_line(tmp_path: Path) -> None:
     write(tmp_path / "base.yaml", "kind: sample\nname: base\n")
     child = write(tmp_path / "child.yaml", "extends: base.yaml\nset:\n  inner: {count: no}\n")
@@ -171,7 +196,8 @@ def test_keys_beside_extends_are_refused(tmp_path: Path) -> None:
     write(tmp_path / "b.yaml", "kind: sample\nname: b\n")
     path = write(tmp_path / "a.yaml", "extends: b.yaml\nname: c\n")
     assert error_of(path) == (
-        f"{path}:2: name: only `set` may accompany `extends` (expected extends, kind, set)"
+        f"{path}:2: name: only `set` and `unset` may accompany `extends` "
+        "(expected extends, kind, set, unset)"
     )
 
 
