@@ -242,3 +242,13 @@ def test_the_recipe_sizes_hold_together(example: str) -> None:
 def test_the_profile_pins_no_dspark_cost_directory(profile: EngineProfile) -> None:
     """A profile cannot delete a key, and r6v+ read no cost directory: only r6d clusters add it."""
     assert "SPARK3_DSPARK_COST_DIR" not in profile.launch.env
+
+
+def test_an_overlay_of_an_example_cluster_unsets_the_cost_directory(tmp_path: Path) -> None:
+    """docs/recipe.md: for r6v and later, an overlay drops r6d's SPARK3_DSPARK_COST_DIR."""
+    example = ROOT / "config" / "examples" / "tp3-triangle.yaml"
+    overlay = tmp_path / "config" / "tp3-r6x.yaml"
+    overlay.parent.mkdir()
+    overlay.write_text(f"extends: {example}\nunset: [engine.launch.env.SPARK3_DSPARK_COST_DIR]\n")
+    assert "SPARK3_DSPARK_COST_DIR" in load_model(example, Cluster).engine.launch.env
+    assert "SPARK3_DSPARK_COST_DIR" not in load_model(overlay, Cluster).engine.launch.env
