@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import docker
 from docker.errors import DockerException
-from docker.types import DeviceRequest, Ulimit
+from docker.types import DeviceRequest, Mount, Ulimit
 from requests.exceptions import RequestException
 
 from flows.cluster.boot.caches import CacheTarget, empty_caches
@@ -134,6 +134,8 @@ def run_arg_options(run_args: Sequence[str]) -> dict[str, Any]:
             options.setdefault("device_requests", []).append(
                 DeviceRequest(count=count, capabilities=[["gpu"]])
             )
+        elif flag == "--mount":
+            options.setdefault("mounts", []).append(mount_option(value))
         else:  # --ulimit (_flag_values refused every other flag)
             name, _, limits = value.partition("=")
             soft, _, hard = limits.partition(":")
@@ -143,16 +145,42 @@ def run_arg_options(run_args: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+def mount_option(value: str) -> Mount:
+    """`--mount type=bind,source=S,target=T[,readonly]` as the SDK's Mount; ClusterError if not."""
+    fields: dict[str, str] = {}
+    for part in value.split(","):
+        key, _, item = part.partition("=")
+        fields[key.strip()] = item.strip()
+    kind = fields.get("type", "volume")
+    source = fields.get("source") or fields.get("src")
+    target = fields.get("target") or fields.get("destination") or fields.get("dst")
+    unknown = set(fields) - _MOUNT_KEYS
+    if kind not in ("bind", "volume", "tmpfs") or not target or unknown:
+        raise ClusterError(
+            f"run_args --mount={value}: want type=bind|volume|tmpfs,source=...,target=..."
+            + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else "")
+        )
+    read_only = "readonly" in fields or "ro" in fields or fields.get("readonly") == "true"
+    return Mount(target=target, source=source, type=kind, read_only=read_only)
+
+
+_MOUNT_KEYS = {"type", "source", "src", "target", "destination", "dst", "readonly", "ro"}
 _SCALARS = {
+    "--cpuset-cpus": "cpuset_cpus",
     "--ipc": "ipc_mode",
     "--pid": "pid_mode",
     "--shm-size": "shm_size",
     "--memory": "mem_limit",
     "--memory-swap": "memswap_limit",
 }
-_LISTS = {"--device": "devices", "--cap-add": "cap_add", "--security-opt": "security_opt"}
+_LISTS = {
+    "--device": "devices",
+    "--device-cgroup-rule": "device_cgroup_rules",
+    "--cap-add": "cap_add",
+    "--security-opt": "security_opt",
+}
 _VALUELESS = ("--privileged",)
-_KNOWN = {*_SCALARS, *_LISTS, *_VALUELESS, "--gpus", "--ulimit", "--network", "--net"}
+_KNOWN = {*_SCALARS, *_LISTS, *_VALUELESS, "--gpus", "--ulimit", "--mount", "--network", "--net"}
 
 
 def _flag_values(run_args: Sequence[str]) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from flows.cluster.runtime.base import Runtime
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
-from flows.errors import SpecError
+from flows.errors import ClusterError, SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
 
@@ -38,12 +38,20 @@ def runtime_for(
 
 
 def check_fits(cluster: Cluster, release: Release) -> None:
-    """SpecError, before anything starts, when the cluster's runtime cannot run the release's build.
+    """SpecError, before anything starts, when the cluster's runtime cannot run the release.
 
     Image builds (adopted, or made by the operator's command) run only in docker clusters: a
-    process cluster installs a wheel built from a source tree.
+    process cluster installs a wheel built from a source tree. A docker cluster's `run_args` must
+    all be options the runtime passes on (it refuses the rest rather than drop them).
     """
-    if release.build.makes_image and cluster.runtime.kind != "docker":
+    if cluster.runtime.kind == "docker":
+        from flows.cluster.runtime.docker import run_arg_options  # noqa: PLC0415 - docker SDK
+
+        try:
+            run_arg_options(cluster.runtime.run_args)
+        except ClusterError as error:
+            raise SpecError(str(error), key="runtime.run_args") from None
+    elif release.build.makes_image:
         raise SpecError(
             f"release {release.name} adopts an image (build.kind {release.build.kind}), but "
             f"cluster {cluster.name} runs ranks as processes",

@@ -30,8 +30,8 @@ from flows.cluster.runtime.docker import (
     run_arg_options,
 )
 from flows.cluster.runtime.docker_tests import container_argv, image_tree
-from flows.cluster.runtime.factory import runtime_for
-from flows.errors import ClusterError
+from flows.cluster.runtime.factory import check_fits, runtime_for
+from flows.errors import ClusterError, SpecError
 from flows.lines import silent
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
@@ -115,6 +115,20 @@ def test_the_ring_run_args_become_sdk_options() -> None:
     assert options["ulimits"][0]["Soft"] == -1
     assert (options["mem_limit"], options["memswap_limit"]) == ("112g", "112g")
     assert "network_mode" not in options
+    # the GB10 display device for SPARK3_DISPLAY_CARVEOUT_WEIGHTS=1 (R4's docker_run_args)
+    assert options["device_cgroup_rules"] == ["c 226:* rw"]
+    (display,) = options["mounts"]
+    assert (display["Type"], display["Target"]) == ("bind", "/dev/dri/card0")
+    assert display["Source"] == "/dev/dri/by-path/pci-000f:01:00.0-card"
+    assert display["ReadOnly"] is False
+
+
+def test_a_cpu_set_and_a_read_only_mount_pass_through() -> None:
+    options = run_arg_options(
+        ["--cpuset-cpus=0-9", "--mount", "type=bind,src=/opt/x,dst=/x,readonly"]
+    )
+    assert options["cpuset_cpus"] == "0-9"
+    assert options["mounts"][0]["ReadOnly"] is True
 
 
 @pytest.mark.parametrize(
@@ -123,6 +137,8 @@ def test_the_ring_run_args_become_sdk_options() -> None:
         (["--network=bridge"], "host networking only"),
         (["--rm"], "--rm: not supported"),
         (["--memory"], "missing value"),
+        (["--mount=type=bind,source=/a"], "want type=bind|volume|tmpfs"),
+        (["--mount=type=bind,source=/a,target=/b,propagation=shared"], "unknown: propagation"),
     ],
 )
 def test_run_args_the_runtime_cannot_honour_are_refused(args: list[str], message: str) -> None:
@@ -293,3 +309,13 @@ def test_node_facts_name_the_daemon_version_or_why_not(
     monkeypatch.setattr(docker_ranks, "daemon_version", refuse)
     error = runtime.node_facts(node, values)["docker_error"]
     assert "connection refused" in str(error)
+
+
+def test_a_run_arg_the_runtime_would_drop_is_refused_before_anything_starts() -> None:
+    ring = load_model(RING, Cluster)
+    runtime = ring.runtime.model_copy(update={"run_args": ["--ipc=host", "--rm"]})
+    release = load_model(ROOT / "releases" / "r1.yaml", Release)
+    with pytest.raises(SpecError, match="--rm: not supported") as raised:
+        check_fits(ring.model_copy(update={"runtime": runtime}), release)
+    assert raised.value.key == "runtime.run_args"
+    check_fits(ring, release)  # the recipe's own arguments all pass
