@@ -10,10 +10,12 @@ The exit code follows the decision, as `bench compare`'s does: 0 qualified, 1 a 
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import yaml
 from rich.markup import escape
 from rich.table import Table
 
@@ -25,10 +27,11 @@ from flows.ui.console import err_console, out_console
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import State
 
+    from flows.pipeline.plan import QualificationPlan
     from flows.pipeline.qualify import QualifyOutcome
 
 
-def qualify(
+def qualify(  # noqa: PLR0917 - typer maps parameters to options
     release: Annotated[str, typer.Argument(help="Release file, e.g. releases/r2.yaml.")],
     cluster: ClusterOption = "local",
     fresh: Annotated[
@@ -41,13 +44,22 @@ def qualify(
         ),
     ] = False,
     as_json: JsonOption = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Print every command, container and HTTP call per node and stage; run nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Qualify RELEASE on the cluster: gates in order, then the experiments record.
 
     Exits 0 when qualified, 1 when a gate failed, 2 on bad input and 3 when the benchmark was
-    inconclusive (its noise allowed no decision: never a pass).
+    inconclusive (its noise allowed no decision: never a pass). With --plan, prints what it
+    would do and exits 0, touching nothing.
     """
     from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
+    from flows.pipeline.plan import qualification_plan  # noqa: PLC0415
     from flows.pipeline.previous import require_previous  # noqa: PLC0415
     from flows.settings import prefect_environment, project_root  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
@@ -56,9 +68,14 @@ def qualify(
     spec = load_cluster(cluster)
     chosen = load_release(release)
     check_fits(spec, chosen)
-    require_previous(
-        project_root() / "experiments", Path(release), chosen, load_previous(release, chosen), spec
-    )
+    previous = load_previous(release, chosen)
+    experiments = project_root() / "experiments"
+    if plan:
+        _print_plan(
+            qualification_plan(Path(release), chosen, previous, spec, experiments), as_json=as_json
+        )
+        return
+    require_previous(experiments, Path(release), chosen, previous, spec)
     prefect_environment()
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
     from flows.pipeline.events import current_observer  # noqa: PLC0415
@@ -129,6 +146,30 @@ def _print_summary(release: str, outcome: QualifyOutcome) -> None:
         table.add_row(STAGE_TITLES.get(stage, stage), escape(status), f"{seconds:.1f}")
     err_console.print(table)
     err_console.print(f"record: {escape(outcome.record)}")
+
+
+def _print_plan(plan: QualificationPlan, *, as_json: bool) -> None:
+    """The plan on stdout: JSON, or per stage one block per node with its details as YAML."""
+    if as_json:
+        out_console.print_json(plan.model_dump_json())
+        return
+    out_console.print(
+        f"qualify {plan.release} on {plan.cluster} ({plan.shape}): plan, nothing is run",
+        markup=False, highlight=False,
+    )  # fmt: skip
+    stage = None
+    for step in plan.steps:
+        if step.stage != stage:
+            stage = step.stage
+            out_console.rule(STAGE_TITLES.get(stage, stage))
+        out_console.print(
+            f"{step.node}: {step.action}", markup=False, highlight=False, soft_wrap=True
+        )
+        if step.detail:
+            details = yaml.safe_dump(step.detail, sort_keys=False, width=96).rstrip()
+            out_console.print(
+                textwrap.indent(details, "    "), markup=False, highlight=False, soft_wrap=True
+            )
 
 
 def register(app: typer.Typer) -> None:

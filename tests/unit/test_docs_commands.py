@@ -103,10 +103,12 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     ),
     "sparkgate validate config releases": Here(says="releases/r2.yaml: ok (release)"),
     "sparkgate render releases/r2.yaml --node local1": Here(says="--rank 1"),
-    "sparkgate qualify RELEASE [--cluster C] [--fresh] [--no-wait] [--json]": Elsewhere(
+    "sparkgate qualify RELEASE [--cluster C] [--fresh] [--no-wait] [--json] [--plan]": Elsewhere(
         RESUME,
-        "qualify r2 --no-wait on a private cluster, killed, then run again to resume",
+        "qualify r2 --no-wait on a private cluster, killed, then run again to resume; --plan: "
+        "tests/unit/flow/test_qualify_plan.py",
     ),
+    "sparkgate qualify releases/r2.yaml --plan": Here(says="plan, nothing is run"),
     "sparkgate cluster start RELEASE [--cluster C] [--empty-cache KIND[@NODE]]... [--json]": (
         Elsewhere(CLUSTER_CLI, "cluster start r1 -c FILE")
     ),

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from flows.cluster.runtime.base import Runtime
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError, SpecError
 from flows.spec.cluster import Cluster
+from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
 
 
@@ -58,3 +60,28 @@ def check_fits(cluster: Cluster, release: Release) -> None:
             key="build.kind",
             expected="a docker cluster, or build.kind source",
         )
+
+
+def rank_spec(cluster: Cluster, release: Release, plan: LaunchPlan, image: str) -> dict[str, Any]:
+    """How the runtime would start one rank, as data (for `qualify --plan`; touches nothing).
+
+    A process rank is its argv, environment and folder; a docker rank is the SDK's container
+    create options (image, command, environment, mounts, run arguments).
+    """
+    if cluster.runtime.kind == "process":
+        return {"process": {"argv": plan.argv, "env": plan.env, "cwd": plan.cwd}}
+    from flows.cluster.runtime.containers import create_options  # noqa: PLC0415
+    from flows.cluster.runtime.docker import rank_container  # noqa: PLC0415 - docker SDK
+
+    node = next(n for n in cluster.nodes if n.name == plan.node)
+    options = create_options(rank_container(cluster, release, node, plan, image))
+    return {"container": _plain(options)}
+
+
+def _plain(value: Any) -> Any:
+    """SDK option objects (Mount, Ulimit, DeviceRequest are dicts) as plain JSON data."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
