@@ -144,6 +144,11 @@ class EngineProfile(SpecModel):
     model_dir: str = Field(
         default="{workdir}/models/{model_id}", description="Model directory on each node."
     )
+    tests_root: str = Field(
+        default="/opt/engine",
+        pattern=r"^/",
+        description="Where the release image keeps the tree its release tests run from.",
+    )
     model_prepare: list[str] = Field(
         default=[],
         description="Command that writes the model directory {model} on a node when it has no "

@@ -50,7 +50,7 @@ from flows.errors import BuildError, ClusterError, TransportError
 from flows.lines import LineSink
 from flows.secrets import resolve_env
 from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
-from flows.spec.launch import LaunchPlan, placeholder_values
+from flows.spec.launch import LaunchPlan, placeholder_values, render_all
 from flows.spec.release import Release
 from flows.spec.template import fill
 
@@ -92,18 +92,23 @@ def rank_container(
     """The container of one rank: plan folders plus the cluster's mounts and run_args."""
     runtime = docker_spec(cluster)
     values = placeholder_values(cluster, release, node)
-    mounts = tuple(
-        BindMount(source=fill(m.source, values), target=m.target, read_only=m.mode == "ro")
-        for m in runtime.mounts
-    )
     return plan_container(
         plan,
         cluster=cluster.name,
         image=image,
         name=fill(runtime.container_name, values),
         release=release.name,
-        extra_mounts=mounts,
+        extra_mounts=cluster_mounts(cluster, release, node),
         options=run_arg_options(runtime.run_args),
+    )
+
+
+def cluster_mounts(cluster: Cluster, release: Release, node: Node) -> tuple[BindMount, ...]:
+    """The cluster's bind mounts (model, caches) for a container on `node`, placeholders filled."""
+    values = placeholder_values(cluster, release, node)
+    return tuple(
+        BindMount(source=fill(m.source, values), target=m.target, read_only=m.mode == "ro")
+        for m in docker_spec(cluster).mounts
     )
 
 
@@ -302,9 +307,11 @@ class DockerRanks:
         if installed.image is None:
             raise ClusterError(f"node {node}: no release image installed")
         self._image = installed.image
+        plan = next(p for p in render_all(self._cluster, self._need_release()) if p.node == node)
         return ImageTestHost(
             self, self._node(node), python=self._cluster.runtime.python,
             workdir=self._cluster.node(node).workdir, say=say,
+            tree=self._cluster.engine.tests_root, env=plan.env,
         )  # fmt: skip
 
     # -- ranks -------------------------------------------------------------------------------------
@@ -356,6 +363,11 @@ class DockerRanks:
         mounted at their own paths (and the cluster's run_args when asked); exit code and
         output (BootError past the timeout)."""
         options = run_arg_options(docker_spec(self._cluster).run_args) if with_run_args else {}
+        extra = (
+            cluster_mounts(self._cluster, self._release, self._cluster.node(node))
+            if with_run_args and self._release is not None
+            else ()
+        )
         spec = RankContainer(
             cluster=self._cluster.name,
             node=node,
@@ -364,7 +376,7 @@ class DockerRanks:
             name=f"{self._cluster.name}-{node}-{label}",
             argv=tuple(argv),
             env=dict(env or {}),
-            mounts=tuple(BindMount(source=path, target=path) for path in folders),
+            mounts=(*(BindMount(source=path, target=path) for path in folders), *extra),
             user=user,
             options=options,
         )

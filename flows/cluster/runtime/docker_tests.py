@@ -1,11 +1,13 @@
 """Release tests on a node of the docker runtime: pytest inside the release image.
 
-The image carries the engine tree it was built from (tests and pytest configuration included,
-at `/opt/engine` in the bundled Dockerfile), so the candidate files are listed there, not on the
-host. A one-shot container of the image, with the cluster's run arguments, copies that tree into
-a fresh workspace on the node, lays the release's changed files over it and runs pytest; the
-workspace is bind-mounted, so the JUnit XML is read through the node's transport exactly as for
-the process runtime.
+The image carries the engine tree it was built from (tests and pytest configuration included),
+at the engine profile's `tests_root` (`/opt/engine` in the bundled Dockerfile,
+`/opt/spark3/candidate/vllm` in the recipe's image), so the candidate files are listed there, not
+on the host. A one-shot container of the image, with the cluster's run arguments and mounts and
+the node's rank environment (what a rank of that node gets), copies that tree into a fresh
+workspace on the node, lays the release's changed files over it and runs pytest; the workspace
+is bind-mounted, so the JUnit XML is read through the node's transport exactly as for the
+process runtime.
 """
 
 from __future__ import annotations
@@ -62,10 +64,12 @@ def image_tree(output: str, tree: str = IMAGE_TREE) -> list[str]:
     )
 
 
-def container_argv(python: str, workspace: str, gate: Sequence[str]) -> list[str]:
+def container_argv(
+    python: str, workspace: str, gate: Sequence[str], tree: str = IMAGE_TREE
+) -> list[str]:
     """Stage the image's tree and the overlay in the workspace, then pytest there (pure)."""
-    tree = f"{workspace}/tree"
-    return ["sh", "-c", _STAGE.format(tree=IMAGE_TREE), workspace, *pytest_argv(python, tree, gate)]
+    staged = f"{workspace}/tree"
+    return ["sh", "-c", _STAGE.format(tree=tree), workspace, *pytest_argv(python, staged, gate)]
 
 
 class ImageTestHost:
@@ -79,12 +83,16 @@ class ImageTestHost:
         python: str,
         workdir: str,
         say: LineSink,
+        tree: str = IMAGE_TREE,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._ranks = ranks
         self._transport = transport
         self._python = python
         self._workdir = workdir
         self._say = say
+        self._tree = tree
+        self._env = dict(env or {})
 
     @property
     def node(self) -> str:
@@ -93,11 +101,11 @@ class ImageTestHost:
 
     def list_tree(self) -> list[str]:
         """Every Python file of the engine tree inside the image."""
-        argv = ["find", IMAGE_TREE, "-type", "f", "-name", "*.py"]
+        argv = ["find", self._tree, "-type", "f", "-name", "*.py"]
         code, output = self._ranks.one_shot(self.node, "tests-tree", argv, [], LIST_TIMEOUT_S)
         if code != 0:
-            raise BuildError(f"{self.node}: cannot list {IMAGE_TREE} in the image: {output[-800:]}")
-        return image_tree(output)
+            raise BuildError(f"{self.node}: cannot list {self._tree} in the image: {output[-800:]}")
+        return image_tree(output, self._tree)
 
     def run_pytest(
         self, gate: Sequence[str], changed: Mapping[str, Path], out_dir: Path, *, timeout: float
@@ -109,11 +117,12 @@ class ImageTestHost:
             put_all(transport, PurePosixPath(workspace) / "overlay", changed)
         self._ranks.hand_over(self.node, [workspace])
         self._say(f"{self.node}: pytest on {len(gate)} gate files in the release image")
-        argv = container_argv(self._python, workspace, gate)
+        argv = container_argv(self._python, workspace, gate, self._tree)
         try:
             rc, output = self._ranks.one_shot(
-                self.node, "release-tests", argv, [workspace], timeout, with_run_args=True
-            )
+                self.node, "release-tests", argv, [workspace], timeout,
+                env=self._env, with_run_args=True,
+            )  # fmt: skip
         except SparkgateError as error:  # a timeout: the container is gone, keep the JUnit XML
             rc, output = 124, f"pytest did not finish within {timeout:g}s: {error}"
         junit = f"{workspace}/tree/junit.xml"

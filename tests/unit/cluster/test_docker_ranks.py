@@ -246,6 +246,15 @@ def test_the_image_tree_listing_and_the_test_container_command() -> None:
     assert argv[-1] == "tests/test_a.py"
 
 
+def test_the_recipe_runs_its_release_tests_from_the_candidate_tree_in_its_image() -> None:
+    ring = load_model(RING, Cluster)
+    assert ring.engine.tests_root == "/opt/spark3/candidate/vllm"
+    argv = container_argv("python3", "/w/t", ["tests/kernels/test_x.py"], ring.engine.tests_root)
+    assert 'cp -R "/opt/spark3/candidate/vllm/." "$0/tree/"' in argv[2]
+    listed = "/opt/spark3/candidate/vllm/tests/kernels/test_x.py\n/opt/engine/x.py\n"
+    assert image_tree(listed, ring.engine.tests_root) == ["tests/kernels/test_x.py"]
+
+
 def _image_build() -> ImageBuild:
     built = BuiltImage(
         tag="sparkengine:abc-r1", image_id="sha256:1", source_digest="abc", reused=True, seconds=0
