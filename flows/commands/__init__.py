@@ -19,3 +19,4 @@ def register_all(app: typer.Typer) -> None:
     import_module("flows.commands.calibrate").register(app)
     import_module("flows.commands.promote").register(app)
     import_module("flows.commands.notify").register(app)
+    import_module("flows.commands.replay").register(app)

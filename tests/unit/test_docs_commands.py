@@ -181,6 +181,14 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "qualify of a trimmed r1 overlay that waits for a decision",
     ),
+    "sparkgate replay dgx1.log dgx2.log dgx3.log dgx4.log "
+    "--cluster config/examples/tp4-ring.yaml": (
+        Elsewhere(
+            "tests/unit/spec/test_vllm_profile.py::"
+            "test_replaying_captured_boot_logs_prints_what_the_gate_would_record",
+            "replay of two rank logs of quoted vLLM lines through the recipe profile (--engine)",
+        )
+    ),
     "sparkgate approve r2 [--by NAME] [--reason TEXT]": Elsewhere(
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "approve from a second process",

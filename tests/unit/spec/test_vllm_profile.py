@@ -252,3 +252,30 @@ def test_an_overlay_of_an_example_cluster_unsets_the_cost_directory(tmp_path: Pa
     overlay.write_text(f"extends: {example}\nunset: [engine.launch.env.SPARK3_DSPARK_COST_DIR]\n")
     assert "SPARK3_DSPARK_COST_DIR" in load_model(example, Cluster).engine.launch.env
     assert "SPARK3_DSPARK_COST_DIR" not in load_model(overlay, Cluster).engine.launch.env
+
+
+def test_replaying_captured_boot_logs_prints_what_the_gate_would_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sparkgate replay`: a cold boot's preparation compiles pass; a compile after it fails."""
+    from flows.cli import main  # noqa: PLC0415 - the CLI, as an operator runs it
+
+    cold = [RANKS_MET, LOADED, TILELANG_COMPILE, TILELANG_DONE, WARMUP_START, WARMUP_DONE,
+            CAPTURING, CAPTURED, MONITOR_ON]  # fmt: skip
+    head = tmp_path / "dgx1.log"
+    head.write_text("\n".join(_stamped(cold)) + "\n")
+    worker = tmp_path / "dgx2.log"
+    worker.write_bytes(("\n".join(_stamped([*cold, LATE_TILELANG])) + "\n\xff").encode("latin-1"))
+
+    assert main(["replay", str(head), "--engine", str(PROFILE)]) == 0
+    said = capsys.readouterr().out
+    assert "cold-boots gate: passes" in said
+    assert "rank 0 kernels_prepared:" in said
+
+    assert main(["replay", str(head), str(worker), "--engine", str(PROFILE), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    late = [r["compiles_after_preparation"] for r in document["timeline"]["ranks"]]
+    assert late == [0, 1]
+    assert [r["node"] for r in document["timeline"]["ranks"]] == ["dgx1", "dgx2"]
+    assert main(["replay", str(worker), "--engine", str(PROFILE)]) == 0
+    assert "cold-boots gate: fails: 1 compiles after preparation" in capsys.readouterr().out
