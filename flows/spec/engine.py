@@ -144,6 +144,11 @@ class EngineProfile(SpecModel):
     model_dir: str = Field(
         default="{workdir}/models/{model_id}", description="Model directory on each node."
     )
+    min_free_memory_gib: float | None = Field(
+        default=None,
+        ge=0,
+        description="Memory every node must have available before a boot (preflight refuses less).",
+    )
     tests_root: str = Field(
         default="/opt/engine",
         pattern=r"^/",

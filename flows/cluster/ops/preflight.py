@@ -47,6 +47,9 @@ class Thresholds(BaseModel):
     min_python: tuple[int, int] = (3, 11)
 
 
+MEMORY_MARGIN = 1.05  # WARN within 5 % above the engine's floor
+
+
 class CustomOutcome(BaseModel):
     """What one declared check printed."""
 
@@ -184,7 +187,8 @@ def _evaluate_node(facts: NodeFacts, limits: Thresholds) -> list[CheckResult]:
     if facts.memory_available is not None:
         gib = facts.memory_available / GIB
         status = _level(gib, limits.memory_warn_gib, limits.memory_error_gib)
-        found.append(line("memory", status, f"{gib:.1f} GiB available"))
+        needs = f" (needs {limits.memory_error_gib:g} GiB)" if status != "OK" else ""
+        found.append(line("memory", status, f"{gib:.1f} GiB available{needs}"))
     for port, used in sorted(facts.ports_in_use.items()):
         found.append(line(f"port {port}", "ERROR" if used else "OK", "in use" if used else "free"))
     if facts.flock_missing is not None:  # asked of the head, which holds the cluster lock
@@ -352,4 +356,20 @@ def run_preflight(
         facts = list(
             pool.map(lambda node: collect_node(cluster, node, transport_of(node)), cluster.nodes)
         )
-    return evaluate(cluster.name, facts, limits or Thresholds())
+    return evaluate(cluster.name, facts, limits or thresholds_for(cluster))
+
+
+def thresholds_for(cluster: Cluster) -> Thresholds:
+    """The built-in limits, with the engine's own memory floor when its profile names one.
+
+    A rank that starts on a node with less memory available than the engine needs dies (OOM,
+    or a failed allocation) minutes into its boot; preflight refuses it before anything starts.
+    """
+    needed = cluster.engine.min_free_memory_gib
+    if needed is None:
+        return Thresholds()
+    defaults = Thresholds()
+    return Thresholds(
+        memory_error_gib=max(needed, defaults.memory_error_gib),
+        memory_warn_gib=max(needed * MEMORY_MARGIN, defaults.memory_warn_gib),
+    )

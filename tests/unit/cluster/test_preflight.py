@@ -19,6 +19,7 @@ from flows.cluster.ops.preflight import (
     parse_meminfo_available,
     parse_python_version,
     run_preflight,
+    thresholds_for,
 )
 from flows.cluster.transport import LocalTransport
 from flows.errors import ClusterError
@@ -213,3 +214,16 @@ def test_preflight_finds_flock_on_the_local_head(tmp_path: Path) -> None:
     assert [(r.node, r.status) for r in report.results if r.check == "flock"] == [
         (cluster.head.name, "OK")
     ]
+
+
+def test_the_engine_profile_sets_the_memory_floor_of_a_boot() -> None:
+    """The recipe's ranks may use 112 GiB (`--memory=112g`): a node with less is refused."""
+    ring = load_model(ROOT_CONFIG / "examples" / "tp4-ring.yaml", Cluster)
+    assert ring.engine.min_free_memory_gib == 112
+    limits = thresholds_for(ring)
+    short = evaluate("ring", [facts(memory_available=100 * GIB)], limits)
+    with pytest.raises(ClusterError, match=r"n0: memory: 100.0 GiB available \(needs 112 GiB\)"):
+        short.raise_for_errors()
+    assert evaluate("ring", [facts(memory_available=119 * GIB)], limits).ok
+    local = load_model(ROOT_CONFIG / "local.yaml", Cluster)
+    assert thresholds_for(local) == Thresholds()  # the bundled engine names no floor
