@@ -141,6 +141,8 @@ def placeholder_values(
         "model_id": release.model.id,
         "model_seed": str(release.model.seed),
         "model_size": release.model.size,
+        "model_checkpoint": release.model.checkpoint or "",
+        "model_revision": release.model.revision or "",
         "workdir": node.workdir,
         "release": release.name,
         "boot_token": "",

@@ -40,6 +40,8 @@ def nearest_config(start: Path, name: str) -> Path:
 
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+CHECKPOINT = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
+REVISION = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 BootMode = Literal["warm", "one-rank-kernels", "all-kernels", "all-jit"]
 BOOT_MODES: tuple[BootMode, ...] = ("warm", "one-rank-kernels", "all-kernels", "all-jit")
 
@@ -226,10 +228,25 @@ class EngineSettings(SpecModel):
 
 
 class Model(SpecModel):
-    """The model served: the bundled engine makes it from a seed and a size."""
+    """The model served: the bundled engine makes it from a seed and a size; a real engine
+    serves a checkpoint at a revision (the recipe pins deepseek-ai/DeepSeek-V4.1-Flash at one),
+    which the record keeps and the cluster's mounts and preflight checks can name."""
 
     seed: int = Field(default=0, ge=0, description="Seed of the weights.")
     size: Literal["tiny", "small"] = Field(default="tiny", description="Model size.")
+    checkpoint: Annotated[str, Field(pattern=CHECKPOINT)] | None = Field(
+        default=None, description="The checkpoint's repository (owner/name), {model_checkpoint}."
+    )
+    revision: Annotated[str, Field(pattern=REVISION)] | None = Field(
+        default=None, description="The checkpoint's revision (a commit hash), {model_revision}."
+    )
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """A revision belongs to a checkpoint."""
+        del context
+        if self.revision is not None and self.checkpoint is None:
+            return [Problem(("checkpoint",), "a revision needs its checkpoint", "owner/name")]
+        return []
 
     @property
     def id(self) -> str:

@@ -27,6 +27,8 @@ NODE_PLACEHOLDERS = frozenset(
         "model_id",
         "model_seed",
         "model_size",
+        "model_checkpoint",
+        "model_revision",
         "workdir",
         "release",
         "boot_token",
