@@ -80,6 +80,14 @@ PEER_LIVE = "tests/unit/bench/test_peer_live.py::test_peer_check_runs_both_tools
 RECORDS_CLI = "tests/unit/record/test_cli.py::test_records_show_and_compare_by_name"
 COMPARE_CLI = "tests/unit/bench/test_compare_cli.py::test_slower_candidate_fails_with_exit_1"
 TP3_BENCH = "tests/unit/bench/data/recipe-bench/2026-10-05-r6-tp3-bench.json"
+RECIPE_EXAMPLE = "examples/spark-ds41f"
+R6X, R6Y = f"{RECIPE_EXAMPLE}/releases/r6x.yaml", f"{RECIPE_EXAMPLE}/releases/r6y.yaml"
+TRIANGLE = f"{RECIPE_EXAMPLE}/clusters/tp3-triangle.yaml"
+RECIPE_TEST = "the example files themselves: tests/unit/spec/test_recipe_examples.py"
+LAB_IMAGES = (
+    "tests/lab/test_lab_image_builds.py::"
+    "test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorded_image"
+)
 COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     # README.md
     # make: a dry run shows the recipe; the lead runs `make demo` and `make test` on a fresh clone
@@ -292,6 +300,40 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     "sparkgate calibrate releases/r1.yaml [--arms 3] [--cluster local] [--json]": Elsewhere(
         CALIBRATE,
         "calibrate of an r1 overlay --arms 2 on a private cluster",
+    ),
+    # docs/recipe.md, the walkthrough: validate and render run here; the rest needs the real
+    # triangle, and each names the test that runs the same command on a private cluster
+    "make setup": Here("pip install", argv=("make", "-n", "setup")),
+    "sparkgate validate examples/": Here(
+        says="examples/spark-ds41f/releases/r6y.yaml: ok (release)"
+    ),
+    f"sparkgate render {R6Y} --cluster {TRIANGLE}": Here(says="shape: tp3-triangle"),
+    f"sparkgate doctor --cluster {TRIANGLE}": Elsewhere(
+        "tests/unit/cluster/test_preflight_cli.py::test_doctor_json_and_warn_passes",
+        f"needs the triangle; the test runs doctor on a test cluster file ({RECIPE_TEST})",
+    ),
+    f"sparkgate calibrate {R6X} --arms 3 --cluster {TRIANGLE}": Elsewhere(
+        CALIBRATE, f"needs the triangle; calibrate --arms 2 of an r1 overlay ({RECIPE_TEST})"
+    ),
+    f"sparkgate qualify {R6X} --cluster {TRIANGLE}": Elsewhere(
+        f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
+        f"needs the triangle; a qualify that waits for a decision ({RECIPE_TEST})",
+    ),
+    "sparkgate approve r6x --by NAME --reason TEXT": Elsewhere(
+        f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
+        "needs the triangle's waiting qualify; approve from a second process",
+    ),
+    f"sparkgate qualify {R6Y} --cluster {TRIANGLE} --no-wait": Elsewhere(
+        LAB_IMAGES, "needs the triangle; qualify of an r6y whose build is a command, on the lab"
+    ),
+    "sparkgate show r6y": Elsewhere(RECORDS_CLI, "show r2 --raw"),
+    f"sparkgate promote {R6Y} --deploy -c {TRIANGLE} --by NAME --reason TEXT": Elsewhere(
+        LAB_IMAGES, "needs the triangle; promote r6y --by lab --deploy on the lab"
+    ),
+    f"sparkgate rollback --deploy -c {TRIANGLE} --by NAME --reason TEXT": Elsewhere(
+        f"{INTEGRATION}/test_promote.py::test_deploy_of_a_release_that_crashes_on_boot_rolls_back",
+        "needs the triangle; the previous release redeployed by a rollback (here the automatic "
+        f"one), and rollback --by in {PROMOTE_CLI}",
     ),
     # docs/peer-check.md
     "python -m flows.bench.research.peer --setup": NotRun(
