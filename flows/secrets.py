@@ -28,9 +28,13 @@ from typing import Any
 from flows.errors import SpecError
 
 REDACTED = "<redacted>"
-# TOKEN but not TOKENS/TOKENIZER (max_tokens is a setting, not a secret); AUTH but not AUTHOR.
+# TOKEN but not TOKENS/TOKENIZER or a token count (max_tokens, vLLM's
+# --long-prefill-token-threshold and VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD are settings, and a
+# record that hid them would lose launch evidence); AUTH but not AUTHOR.
 SECRET_NAME = re.compile(
-    r"TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|AUTH(?!OR)|CREDENTIAL", re.IGNORECASE
+    r"TOKEN(?!S|IZ|[_-]?(?:THRESHOLD|LIMIT|COUNT|SIZE|LEN|BUDGET))|KEY|SECRET|PASSWORD|PASSWD"
+    r"|AUTH(?!OR)|CREDENTIAL",
+    re.IGNORECASE,
 )
 MIN_SCRUBBED = 8
 """Shorter values are redacted by key only: replacing "1" or "true" everywhere would corrupt

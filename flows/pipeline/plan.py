@@ -190,7 +190,7 @@ def _release_tests(release: Release, cluster: Cluster) -> list[PlanStep]:
             stage="release_tests", node=settings.node or cluster.head.name,
             action="run the classified release tests in the release (one node, ranks stopped)",
             detail={"classification": str(settings.classification),
-                    "timeout_s": settings.timeout_s},
+                    "tests_root": cluster.engine.tests_root, "timeout_s": settings.timeout_s},
         )
     ]  # fmt: skip
 

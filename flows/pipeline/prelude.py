@@ -23,7 +23,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from flows import __version__
-from flows.cluster.build.made_image import ReleaseBuild, run_release
+from flows.cluster.build.made_image import ReleaseBuild, resumed_image, run_release
 from flows.cluster.build.wheel import build_release
 from flows.cluster.ops.lock import ClusterLock, ensure_held, lock_settings
 from flows.cluster.ops.preflight import run_preflight
@@ -35,6 +35,7 @@ from flows.lines import LineSink
 from flows.pipeline.events import StageObserver
 from flows.pipeline.schedule import cluster_slot
 from flows.record import open_record
+from flows.record.reader import unfinished_build
 from flows.record.writer import RecordWriter
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
@@ -102,7 +103,19 @@ def prepared_cluster(
         observer.finished("preflight", "passed", preflight_task(cluster, held.pool))
         ensure_held()
         observer.started("build")
-        build = build_task(release, cluster, transports=held.transports, state=state, say=say)
+        resumed = resumed_image(
+            release,
+            unfinished_build(records or experiments, release.name, cluster.name)
+            if resume
+            else None,
+        )
+        if resumed is not None:
+            say(f"resuming with the image the build command made: {resumed.build.image}")
+        build = build_task(
+            resumed or release, cluster, transports=held.transports, state=state, say=say
+        )
+        if resumed is not None:  # still the command's image, adopted again by its ID
+            build = build.model_copy(update={"origin": "command"})
         observer.finished("build", "passed", build.short)
         runs = run_release(release, build)
         ensure_held()

@@ -101,6 +101,23 @@ def published_shapes(experiments: Path, release_name: str) -> list[str]:
     )
 
 
+def unfinished_build(experiments: Path, release_name: str, cluster_name: str) -> Any:
+    """The build.json of the newest unpublished record of a release on a cluster (or None).
+
+    A resumed qualification continues that record, so it must boot the build that record
+    started with, not make another one.
+    """
+    unfinished = [
+        record
+        for record in list_records(experiments)
+        if record.status == "in-progress"
+        and record.release_name == release_name
+        and record.cluster_name == cluster_name
+    ]
+    newest = max(unfinished, key=lambda record: record.updated_at, default=None)
+    return newest.documents.get("build.json") if newest is not None else None
+
+
 def record_hashes(record: Record) -> dict[str, Any] | None:
     """The per-prompt determinism hashes of a record, for the next release's comparison.
 

@@ -308,6 +308,9 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         says="examples/spark-ds41f/releases/r6y.yaml: ok (release)"
     ),
     f"sparkgate render {R6Y} --cluster {TRIANGLE}": Here(says="shape: tp3-triangle"),
+    f"sparkgate qualify {R6Y} --plan --cluster {TRIANGLE}": Here(
+        says="run the release's build command"
+    ),
     f"sparkgate doctor --cluster {TRIANGLE}": Elsewhere(
         "tests/unit/cluster/test_preflight_cli.py::test_doctor_json_and_warn_passes",
         f"needs the triangle; the test runs doctor on a test cluster file ({RECIPE_TEST})",

@@ -32,8 +32,11 @@ def test_secret_names_are_recognised_in_any_case(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["PYTHONUNBUFFERED", "MAX_TOKENS", "max_tokens", "tokenizer", "AUTHOR", "NCCL_IB"]
-)
+    "name",
+    ["PYTHONUNBUFFERED", "MAX_TOKENS", "max_tokens", "tokenizer", "AUTHOR", "NCCL_IB",
+     # the recipe's launch: token counts, not tokens (docs/recipe.md)
+     "--long-prefill-token-threshold", "VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD"],
+)  # fmt: skip
 def test_ordinary_names_are_not_secret(name: str) -> None:
     assert not is_secret(name)
 

@@ -16,6 +16,7 @@ import shlex
 import time
 from collections.abc import Mapping
 from contextlib import closing
+from typing import Any
 
 from flows.cluster.build.distribute import inspect_facts
 from flows.cluster.build.image import BuiltImage
@@ -64,6 +65,24 @@ def build_node(cluster: Cluster, build: Build) -> str:
 def pinned(release: Release, tag: str, image_id: str) -> Release:
     """The release as an adopted image with this exact ID (what the rest of a run boots)."""
     return release.model_copy(update={"build": Build(kind="image", image=tag, image_id=image_id)})
+
+
+def resumed_image(release: Release, unfinished: Any) -> Release | None:
+    """A command-built release pinned to the image its unfinished record was qualifying.
+
+    Resuming must not run the operator's build command again: the recipe refuses to rebuild a
+    tag that exists, and a new image would start the qualification over. None when there is
+    nothing to resume (no record, another kind of build, or a build.json without an image).
+    """
+    if release.build.kind != "command" or not isinstance(unfinished, dict):
+        return None
+    built = unfinished.get("built")
+    if unfinished.get("origin") != "command" or not isinstance(built, dict):
+        return None
+    tag, image_id = built.get("tag"), built.get("image_id")
+    if not isinstance(tag, str) or not isinstance(image_id, str):
+        return None
+    return pinned(release, tag, image_id)
 
 
 def run_release(release: Release, build: ReleaseBuild) -> Release:

@@ -84,3 +84,34 @@ def test_an_adopted_image_on_a_docker_cluster_plans_its_containers(
     assert container["device_cgroup_rules"] == ["c 226:* rw"]
     assert container["network_mode"] == "host"
     assert not (project / ".sparkgate").exists()
+
+
+@pytest.mark.parametrize(
+    ("release", "cluster", "ranks"),
+    [
+        ("releases/r6y.yaml", "clusters/tp3-triangle.yaml", 3),
+        ("releases/ring/r6y.yaml", "clusters/tp4-ring.yaml", 4),
+    ],
+)
+def test_the_recipe_example_plans_its_build_command_tests_root_and_previous_record(
+    project: Path, capsys: pytest.CaptureFixture[str], release: str, cluster: str, ranks: int
+) -> None:
+    """issue 12: r6y's plan on both example clusters, as an operator reviews it."""
+    example = ROOT / "examples" / "spark-ds41f"
+    plan = _plan(capsys, str(example / release), "-c", str(example / cluster))
+
+    steps = plan["steps"]
+    assert isinstance(steps, list)
+    build = next(s for s in steps if s["stage"] == "build")
+    assert build["action"] == "run the release's build command"
+    assert "build image --apply" in build["detail"]["argv"][-1]
+    tests = next(s for s in steps if s["stage"] == "release_tests")
+    assert tests["detail"]["tests_root"] == "/opt/spark3/candidate/vllm"
+    containers = [s["detail"]["container"] for s in steps if "container" in s["detail"]]
+    assert len(containers) == ranks
+    assert all("SPARK3_DSPARK_COST_DIR" not in c["environment"] for c in containers)
+    assert all("vllm" in " ".join(c["command"]) for c in containers)
+    compared = next(s for s in steps if s["stage"] == "determinism" and "previous" in s["detail"])
+    shape = plan["shape"]
+    assert (compared["detail"]["previous"], compared["detail"]["shape"]) == ("r6x", shape)
+    assert "no published record of r6x on that shape" in compared["detail"]["refused"]

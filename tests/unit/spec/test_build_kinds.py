@@ -14,6 +14,7 @@ from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.made_image import (
     build_node,
     pinned,
+    resumed_image,
     run_release,
     tag_from_file,
     tag_from_output,
@@ -144,3 +145,21 @@ def test_an_image_build_is_refused_on_a_process_cluster_before_anything_starts(
         check_fits(cluster, _release(tmp_path, COMMAND))
     assert raised.value.exit_code == 2
     check_fits(cluster, load_model(ROOT / "releases" / "r1.yaml", Release))  # a source build fits
+
+
+def test_a_resumed_qualification_boots_the_image_its_command_made_without_running_it(
+    tmp_path: Path,
+) -> None:
+    """The recipe refuses to rebuild an existing tag: resuming adopts the recorded image."""
+    release = _release(tmp_path, COMMAND)
+    unfinished = {
+        "origin": "command",
+        "built": {"tag": "vllm-ds41f-kkref:b-r6y", "image_id": IMAGE_ID},
+    }
+    resumed = resumed_image(release, unfinished)
+    assert resumed is not None
+    assert resumed.build == Build(kind="image", image="vllm-ds41f-kkref:b-r6y", image_id=IMAGE_ID)
+    assert resumed_image(release, None) is None  # nothing to resume: the command runs
+    assert resumed_image(release, {**unfinished, "origin": "source"}) is None
+    shipped = load_model(ROOT / "releases" / "r1.yaml", Release)
+    assert resumed_image(shipped, unfinished) is None  # a source build is content-addressed
