@@ -18,6 +18,10 @@ from flows.bench.report import METRICS
 ENGINE_LEVEL = ("engine_cpu_ms", "engine_step_ms")
 """Engine-reported step times (ms) in order of preference for the default policy."""
 
+DRAFT_ACCEPTANCE = "draft_acceptance_len"
+"""Tokens per verification step under speculative decoding: reported beside the times (a
+release that drafts worse shows here), gated only when a release names it."""
+
 CLIENT_METRICS: dict[str, list[str]] = {
     "single_stream": ["ttft_p50_s", "tpot_p50_ms"],
     "closed_loop": ["tps"],

@@ -25,11 +25,11 @@ from pydantic import JsonValue
 from flows import __version__
 from flows.bench import workloads as wl
 from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
-from flows.bench.policy import CLIENT_METRICS, ENGINE_LEVEL
+from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_LEVEL
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
 from flows.engine_api.endpoint import Endpoint
-from flows.engine_api.metrics import SUMMARIES, engine_step_times
+from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
 from flows.lines import LineSink, silent
 from flows.spec.suite import ClosedLoop, Poisson, Prefill, Prefix, SingleStream, StepGrid, Suite
@@ -173,7 +173,11 @@ def measure(ctx: ArmContext, point: str, key: str, fn: SampleFn) -> Sample:
             ctx.say(f"{point} {key}: {len(failed)} failed request(s): {failed[0]}")
         ok = wl.all_ok(receipts)
         return Sample(
-            metrics={**metrics, **engine_step_times(before, after)} if ok else {},
+            metrics=(
+                {**metrics, **engine_step_times(before, after), **draft_acceptance(before, after)}
+                if ok
+                else {}
+            ),
             receipts=receipts,
             attempts=attempt,
             engine=_step_counters(before, after),
@@ -312,7 +316,8 @@ def _run_workload(
 
 def compared_metrics(kind: str, samples: list[Sample]) -> list[str]:
     """The client metrics of the kind, then the engine's step times where it reported them."""
-    reported = [m for m in ENGINE_LEVEL if any(m in sample.metrics for sample in samples)]
+    engine = (*ENGINE_LEVEL, DRAFT_ACCEPTANCE)
+    reported = [m for m in engine if any(m in sample.metrics for sample in samples)]
     return [*CLIENT_METRICS[kind], *reported]
 
 

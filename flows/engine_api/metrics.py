@@ -54,6 +54,21 @@ def engine_step_times(before: Mapping[str, float], after: Mapping[str, float]) -
     return {metric: value for metric, value in out.items() if value > 0}
 
 
+def draft_acceptance(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Mean tokens per verification step under speculative decoding, between two scrapes.
+
+    1 + accepted draft tokens / drafts (the bonus token counts), from the engine's counters
+    (`spec_drafts`, `spec_accepted_tokens`). Empty when the engine drafts nothing or exports
+    neither: a time per output token then already is a time per step.
+    """
+    keys = ("spec_drafts", "spec_accepted_tokens")
+    if not all(key in before and key in after for key in keys):
+        return {}
+    drafts = after["spec_drafts"] - before["spec_drafts"]
+    accepted = after["spec_accepted_tokens"] - before["spec_accepted_tokens"]
+    return {"draft_acceptance_len": 1.0 + accepted / drafts} if drafts > 0 else {}
+
+
 def parse_prometheus(text: str) -> dict[str, float]:
     """Sum every sample of each metric name over its label sets (`_bucket` etc. kept apart)."""
     values: dict[str, float] = {}

@@ -128,6 +128,12 @@ class Metrics(SpecModel):
         default=None,
         description="Summary (base name) of the CPU time of those steps, if exported.",
     )
+    spec_drafts: str | None = Field(
+        default=None, description="Counter of speculative drafts (verification steps), if any."
+    )
+    spec_accepted_tokens: str | None = Field(
+        default=None, description="Counter of draft tokens accepted, if the engine drafts."
+    )
 
 
 class EngineProfile(SpecModel):

@@ -6,8 +6,9 @@ import pytest
 
 from flows.bench.compare import compare_arms
 from flows.bench.policy import GatePolicy
-from flows.bench.report import ArmReport, Point, Sample
-from flows.engine_api.metrics import engine_step_times, scrape_names
+from flows.bench.report import ArmReport, Point, Sample, higher_is_better
+from flows.bench.runner import compared_metrics
+from flows.engine_api.metrics import draft_acceptance, engine_step_times, scrape_names
 from flows.errors import SpecError
 from flows.spec.release import BenchmarkGate
 
@@ -99,3 +100,18 @@ def test_a_release_naming_an_unknown_metric_is_refused() -> None:
     assert BenchmarkGate(gate_metrics=["tps"], tolerances={"tps": 0.05}).policy() == GatePolicy(
         metrics=("tps",), tolerances_pct={"tps": 5.0}
     )
+
+
+def test_draft_acceptance_is_tokens_per_verification_step_between_two_scrapes() -> None:
+    """Under DSpark a time per output token mixes in drafting: acceptance is reported beside."""
+    before = {"spec_drafts": 100.0, "spec_accepted_tokens": 150.0}
+    after = {"spec_drafts": 300.0, "spec_accepted_tokens": 550.0}
+    assert draft_acceptance(before, after) == pytest.approx({"draft_acceptance_len": 3.0})
+    assert draft_acceptance(before, before) == {}  # nothing drafted in between
+    assert draft_acceptance({}, {}) == {}  # an engine that does not draft
+    assert higher_is_better("draft_acceptance_len")
+    sample = Sample(metrics={"tps": 1.0, "engine_cpu_ms": 2.0, "draft_acceptance_len": 2.5})
+    assert compared_metrics("closed_loop", [sample]) == [
+        "tps", "engine_cpu_ms", "draft_acceptance_len"
+    ]  # fmt: skip
+    assert GatePolicy().gated(compared_metrics("closed_loop", [sample])) == {"engine_cpu_ms"}
