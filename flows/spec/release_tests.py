@@ -46,6 +46,11 @@ class ReleaseTests(SpecModel):
     root: SpecPath = Field(description="Tree the patterns and file names are relative to.")
     patterns: list[str] = Field(min_length=1, description="Globs selecting candidate files.")
     files: dict[str, Classification] = Field(description="Class of every selected file.")
+    patches: SpecPath | None = Field(
+        default=None,
+        description="The release's patch series: a unified diff, or a folder of *.patch / *.diff "
+        "files; every test file it adds or changes is a candidate too, so it must be classified.",
+    )
 
     def selects(self, name: str) -> bool:
         """Whether a file (relative to root, with /) is matched by the patterns."""
@@ -55,17 +60,56 @@ class ReleaseTests(SpecModel):
         """Selected files without a class: each one fails the gate."""
         return sorted(n for n in names if self.selects(n) and n not in self.files)
 
+    def _readable_patched(self, context: SpecContext | None) -> set[str] | None:
+        """The patched test files, or None while the series cannot be read (a relative path in
+        the loader's first pass, a path out of the project, a missing one: reported elsewhere)."""
+        series = self.patches
+        if series is not None and (
+            not series.is_absolute() or confined_out(series, context) or not series.exists()
+        ):
+            return None
+        return set(self.patched_tests())
+
+    def patch_files(self) -> list[Path]:
+        """The diffs of the patch series, in name order (the order a series applies in)."""
+        if self.patches is None:
+            return []
+        if self.patches.is_dir():
+            return sorted(
+                p for p in self.patches.iterdir() if p.suffix in (".patch", ".diff") and p.is_file()
+            )
+        return [self.patches]
+
+    def patched_tests(self) -> list[str]:
+        """Test files the patch series adds or changes (paths as the diffs name them)."""
+        found: set[str] = set()
+        for patch in self.patch_files():
+            found |= set(patched_test_files(patch.read_text(encoding="utf-8", errors="replace")))
+        return sorted(found)
+
     def gate_files(self) -> list[str]:
         """Files the gate runs."""
         return sorted(name for name, entry in self.files.items() if entry.gate)
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
-        """Every classified file must match a pattern (else it is dead configuration)."""
+        """Every classified file must match a pattern or be a test file the patch series touches
+        (else it is dead configuration); every patch must exist."""
+        patched = self._readable_patched(context)
         found = [
             Problem(("files", name), "matches none of the patterns", "a file the patterns select")
             for name in self.files
-            if not self.selects(name)
+            if patched is not None and not self.selects(name) and name not in patched
         ]
+        series = self.patches
+        if (
+            series is not None
+            and series.is_absolute()
+            and not confined_out(series, context)
+            and not series.exists()
+        ):
+            found.append(
+                Problem(("patches",), f"no such file or folder: {shown(series)}", "a patch series")
+            )
         if confined_out(self.root, context):
             pass  # the loader refuses it without saying whether it exists
         elif self.root.is_absolute() and not self.root.is_dir():
@@ -91,3 +135,22 @@ def links_out(root: Path) -> list[Path]:
             if path.is_symlink() and not path.resolve().is_relative_to(tree):
                 found.append(path)
     return sorted(found)
+
+
+def patched_test_files(diff: str) -> list[str]:
+    """Test files (`test_*.py` or `*_test.py`) a unified diff creates or changes (pure).
+
+    Reads the `+++ b/PATH` headers; a deleted file (`+++ /dev/null`) is not a candidate.
+    """
+    found = []
+    for line in diff.splitlines():
+        if not line.startswith("+++ "):
+            continue
+        target = line[4:].split("\t")[0].strip()
+        if target == "/dev/null":
+            continue
+        name = target.removeprefix("b/")
+        base = name.rsplit("/", 1)[-1]
+        if base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py")):
+            found.append(name)
+    return sorted(set(found))

@@ -26,7 +26,9 @@ class Selection(BaseModel):
 
     model_config = _FROZEN
 
-    candidates: list[str] = Field(description="Files the patterns select, plus changed files.")
+    candidates: list[str] = Field(
+        description="Files the patterns select, plus changed files and patched test files."
+    )
     changed: list[str] = Field(description="Files the release lays over the built tree.")
     gate: list[str] = Field(description="Candidate files classified gate: these run.")
     excluded: list[Excluded] = Field(description="Candidate files excluded, with reasons.")
@@ -51,12 +53,17 @@ class FileOutcome(BaseModel):
 
 
 def select(
-    tree: Iterable[str], classification: ReleaseTests, changed: Iterable[str] = ()
+    tree: Iterable[str],
+    classification: ReleaseTests,
+    changed: Iterable[str] = (),
+    patched: Iterable[str] = (),
 ) -> Selection:
-    """Candidates are the tree's files the patterns select plus the changed files; classify."""
+    """Candidates are the tree's files the patterns select, the changed files and the test files
+    the patch series adds or changes; classify each."""
     files = set(tree)
     changed_set = sorted(set(changed))
-    candidates = sorted({name for name in files if classification.selects(name)} | set(changed_set))
+    selected = {name for name in files if classification.selects(name)}
+    candidates = sorted(selected | set(changed_set) | set(patched))
     gate, excluded, unclassified = [], [], []
     for name in candidates:
         entry = classification.files.get(name)

@@ -106,7 +106,9 @@ class ReleaseTestsRunner:
         runtime = runtime_for(cluster, context.transports, context.state, release=release)
         installed = runtime.install(runtime.build(release, say), say, nodes=[node_name])
         host = runtime.release_tests(node_name, installed, say)
-        selection = select(host.list_tree(), classification, changed)
+        selection = select(
+            host.list_tree(), classification, changed, classification.patched_tests()
+        )
         files.write_text("selection.json", selection.model_dump_json(indent=2))
         if selection.unclassified or selection.missing or not selection.gate:
             _passed, reason = verdict(selection, [], 0)
