@@ -10,22 +10,21 @@ from the arms and that ledger; a record that claims ledger use but keeps no ledg
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from flows.bench.compare import compare_arms
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.report import ArmReport, Point, Sample, write_arm
-from flows.gates.base import GateResult, Outcome
-from flows.gates.benchmark.rules import Focus, Role, arm_folder, points_summary, run_session
-from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.gates.base import GateResult
+from flows.gates.benchmark.rules import Focus, Role, arm_folder, run_session
 from flows.record import verify
 from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
+from tests.support.bench_results import passed_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER_FILE = "ledger-used.json"
@@ -67,15 +66,7 @@ def _bench_stage(out: Path, *, keep_ledger: bool) -> GateResult:
     assert session.comparison.ledger_gaps == len(LEDGER.sessions)
     if keep_ledger:
         write_ledger(LEDGER, out / LEDGER_FILE)
-    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.json"))
-    return GateResult(
-        gate="benchmark", outcome=Outcome.PASSED, reason="faster",
-        started_at=datetime.now(UTC), seconds=1.0, files=files,
-        summary=BenchmarkSummary(arms=list(session.roles), tolerance=0.03,
-                                 decision=session.decision.value,
-                                 ledger_gaps=session.comparison.ledger_gaps,
-                                 points=points_summary(session)),
-    )  # fmt: skip
+    return passed_benchmark(session, out, "*.json")
 
 
 def _published(tmp_path: Path, *, keep_ledger: bool = True) -> Path:

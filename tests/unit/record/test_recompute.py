@@ -11,7 +11,7 @@ from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.cluster.boot.timeline import BootTimeline, RankTimeline
 from flows.gates.base import GateContext, GateResult, Outcome
-from flows.gates.benchmark.rules import Focus, Role, arm_folder, points_summary, run_session
+from flows.gates.benchmark.rules import Focus, Role, arm_folder, run_session
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.cold_boots.rules import (
     BootObservation,
@@ -29,6 +29,7 @@ from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
+from tests.support.bench_results import passed_benchmark
 
 
 def _arm(label: str, level: float) -> ArmReport:
@@ -61,15 +62,7 @@ def _bench_stage(out: Path) -> GateResult:
         ["candidate", "previous", "candidate"], 7, measure,
         lambda new, old: compare_arms(new, old, tolerance_pct=3.0),
     )  # fmt: skip
-    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("arm.json"))
-    return GateResult(
-        gate="benchmark", outcome=Outcome.PASSED, reason="faster",
-        started_at=datetime.now(UTC), seconds=1.0, files=files,
-        summary=BenchmarkSummary(arms=list(session.roles), tolerance=0.03,
-                                 decision=session.decision.value,
-                                 ledger_gaps=session.comparison.ledger_gaps,
-                                 points=points_summary(session)),
-    )  # fmt: skip
+    return passed_benchmark(session, out, "arm.json")
 
 
 def _published(tmp_path: Path, release: Release, cluster: Cluster) -> Path:
