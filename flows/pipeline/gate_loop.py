@@ -1,10 +1,11 @@
 """The gate loop: every gate in order, each as a cached Prefect task, stopping at the first failure.
 
 A gate that passed is cached by Prefect under a key covering the build digest, the resolved
-cluster, its settings and the record, so a re-run resumes at the first gate without a result. A
-failed gate ends its task Failed by returning a state (a verdict, not a crash); a gate that
-crashes before it produced a verdict is recorded as failed with the crash's message. Before
-each gate the cluster lock is checked (`ensure_held`): a run whose lock was taken over stops.
+cluster, its settings and the record (its folder and when it was opened), so a re-run resumes
+at the first gate without a result. A failed gate ends its task Failed by returning a state (a
+verdict, not a crash); a gate that crashes before it produced a verdict is recorded as failed
+with the crash's message. Before each gate the cluster lock is checked (`ensure_held`): a run
+whose lock was taken over stops.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def run_gates(
             continue
         key = gate_cache_key(
             gate, build_digest=build_digest, cluster=context.cluster, settings=settings,
-            record=str(record.path),
+            record=_record_identity(record),
             extra={
                 "release": digest_of(context.release.engine),
                 "model": digest_of(context.release.model),
@@ -103,6 +104,13 @@ def run_gates(
         )
         observer.finished(gate, status, finished.reason)
     return results
+
+
+def _record_identity(record: Any) -> str:
+    """The record's folder and when it was opened: a record made again at a removed one's path
+    (same day, same release) is another record, so it never takes the old one's cached results,
+    whose files are gone with the old folder."""
+    return f"{record.path} opened {record.record.created_at.isoformat()}"
 
 
 def _gate_runner(

@@ -1,8 +1,10 @@
 """A real local Prefect server for integration tests: `prefect server start` on a free port.
 
-The server has a fresh SQLite database in a private PREFECT_HOME, analytics and UI off; clients
-get its URL through the environment `Server.env`. Server and anything spawned with `spawn` end by
-process group (`stop`), and a failing test can print the tails of every log in `Server.logs`.
+The server has a fresh SQLite database in a private PREFECT_HOME, or the PostgreSQL database a
+test gives (`database_url`, e.g. tests/support/postgres.py), analytics and UI off; clients get its
+URL through the environment `Server.env` (the database URL goes to the server process alone).
+Server and anything spawned with `spawn` end by process group (`stop`), and a failing test can
+print the tails of every log in `Server.logs`.
 """
 
 from __future__ import annotations
@@ -116,12 +118,14 @@ def spawn(
 
 
 @contextmanager
-def prefect_server(folder: Path, port: int) -> Iterator[Server]:
-    """`prefect server start` on `port` with a fresh database under `folder`, until healthy."""
+def prefect_server(folder: Path, port: int, *, database_url: str | None = None) -> Iterator[Server]:
+    """`prefect server start` on `port` until healthy: a fresh SQLite database under `folder`, or
+    `database_url` (PREFECT_SERVER_DATABASE_CONNECTION_URL, e.g. postgresql+asyncpg://...)."""
     api = f"http://127.0.0.1:{port}/api"
     started = Server(api=api, env=clean_env(folder / "home", api), logs=folder)
     argv = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"]
-    process = spawn(argv, started.env, folder / "server.log")
+    database = {"PREFECT_SERVER_DATABASE_CONNECTION_URL": database_url} if database_url else {}
+    process = spawn(argv, {**started.env, **database}, folder / "server.log")
     try:
 
         def healthy() -> bool:

@@ -70,6 +70,10 @@ NIGHTLY = (
     f"{INTEGRATION}/test_schedule_server.py::"
     "test_the_nightly_deployment_runs_on_a_worker_and_publishes_its_record"
 )
+SCALE_OUT = (
+    "tests/lab/test_scale_out_postgres.py::"
+    "test_two_workers_two_clusters_one_run_per_cluster_on_postgres"
+)
 PROMOTE_CLI = (
     "tests/unit/promote/test_pointer_and_cli.py::test_promote_then_rollback_updates_pointer_and_log"
 )
@@ -244,6 +248,27 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         NIGHTLY,
         "the API call this command makes (POST /deployments/ID/create_flow_run), release=r1",
     ),
+    "PREFECT_SERVER_DATABASE_CONNECTION_URL=postgresql+asyncpg://USER:PASSWORD@HOST:5432/prefect"
+    " \\ prefect server start --host 127.0.0.1 --port 4200 --no-ui": Elsewhere(
+        SCALE_OUT,
+        "server start --host 127.0.0.1 --port FREE --no-ui on the test's own PostgreSQL "
+        "(postgresql+asyncpg://sparkgate@127.0.0.1:FREE/prefect, tests/support/postgres.py)",
+    ),
+    "export PREFECT_API_URL=http://127.0.0.1:4200/api SPARKGATE_ROOT=$PWD": Elsewhere(
+        SCALE_OUT,
+        "PREFECT_API_URL of that server and SPARKGATE_ROOT of the shared project for the "
+        "workers and the terminal run",
+    ),
+    "prefect deployment run nightly-qualification/nightly -p release=r1 -p cluster=lab": (
+        Elsewhere(SCALE_OUT)
+    ),
+    "prefect deployment run nightly-qualification/nightly -p release=r1 -p cluster=local": (
+        Elsewhere(SCALE_OUT)
+    ),
+    "sparkgate qualify releases/r1.yaml -c lab --no-wait": Elsewhere(
+        SCALE_OUT, "in the shared project, PREFECT_API_URL set"
+    ),
+    "sparkgate records": Elsewhere(SCALE_OUT, "in the shared project"),
     # docs/statistics.md
     "sparkgate bench run URL --suite release-local --out DIR [--label r2] "
     "[--engine config/engines/vllm-recipe.yaml]": Elsewhere(

@@ -1,13 +1,15 @@
 """The gate loop as a Prefect flow, on fake gates: cache on rerun, resume, a crash as a verdict.
 
 The registry's gates are swapped for fakes that count their runs, so the loop's own promises are
-tested in seconds: a passed gate is taken from Prefect's cache when the same record runs again,
-a rerun resumes at the first gate without a result, and a gate that raises ends as a failed
-verdict in the record instead of an exception out of the flow.
+tested in seconds: a passed gate is taken from Prefect's cache when the same record runs again
+(never for a new record made at a removed one's path), a rerun resumes at the first gate without
+a result, and a gate that raises ends as a failed verdict in the record instead of an exception
+out of the flow.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,3 +186,18 @@ def test_a_gate_that_crashes_is_a_failed_verdict_in_the_record(
     saved = RecordWriter(folder).load_stage("determinism")
     assert saved is not None
     assert saved.reason == crashed.reason
+
+
+def test_a_record_made_again_at_the_same_path_runs_every_gate_again(
+    context: GateContext, fakes: dict[str, FakeGate]
+) -> None:
+    folder = _record(context)
+    _loop(context, folder, View())
+    shutil.rmtree(folder)  # an unpublished record removed by hand, or a wiped experiments/
+    assert _record(context) == folder  # the same day's first name again
+    view = View()
+    again = _loop(context, folder, view)
+    assert view.ended == [(name, "passed") for name in GATES]
+    assert {name: gate.runs for name, gate in fakes.items()} == dict.fromkeys(GATES, 2)
+    assert [r.outcome for r in again.values()] == [Outcome.PASSED] * len(GATES)
+    assert (folder / "determinism" / "raw.txt").read_text() == "run 2\n"
