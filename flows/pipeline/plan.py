@@ -99,9 +99,8 @@ def qualification_plan(
 
 
 def _image(release: Release) -> str:
-    if release.build.kind == "image" and release.build.image is not None:
-        return release.build.image
-    if release.build.kind == "command" and release.build.image is not None:
+    """The image the ranks would run, when the spec names it before the build."""
+    if release.build.makes_image and release.build.image is not None:
         return release.build.image
     return "<named by the build stage>"
 
