@@ -2,15 +2,20 @@
 
 The record's README becomes a markdown artifact, the benchmark's points a table artifact
 (previous, candidate, change, interval, verdict, whether the row gates), and a long stage a
-progress artifact that moves while arms run. The rows are pure; the `publish_*` calls are the
-only Prefect I/O, and they do nothing outside a run.
+progress artifact that moves while arms run. The README links its plots by relative path (right
+on disk, broken in a browser that has only the server), so the artifact's copy carries each plot
+inline as a `data:image/...;base64` URI, which Prefect 3.9's UI lets through its markdown
+sanitiser for images (the browser test checks every plot loads). The rows and the rewriting are
+pure; the `publish_*` calls are the only Prefect I/O, and they do nothing outside a run.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 import time
-from pathlib import Path
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 from typing import Any
 from uuid import UUID
 
@@ -45,6 +50,56 @@ def benchmark_rows(summary: BenchmarkSummary) -> list[dict[str, Any]]:
     ]
 
 
+# ![alt](path) or ![alt](path "title"); the path has no spaces (the record writes plots/x.png)
+_IMAGE = re.compile(r'!\[(?P<alt>[^\]]*)\]\((?P<path>[^)\s]+)(?P<title>\s+"[^"]*")?\)')
+_MEDIA_TYPES = {
+    ".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+    ".gif": "image/gif", ".webp": "image/webp",
+}  # fmt: skip
+
+
+def relative_image(path: str) -> bool:
+    """Whether an image link names a file beside the document (not a URL, not absolute, no `..`)."""
+    if ":" in path or path.startswith(("/", "#")):
+        return False
+    parts = PurePosixPath(path).parts
+    return bool(parts) and ".." not in parts and PurePosixPath(path).suffix.lower() in _MEDIA_TYPES
+
+
+def embed_images(markdown: str, load: Callable[[str], bytes | None]) -> str:
+    """`markdown` with every relative image link replaced by a data URI of `load(path)`.
+
+    A link whose file `load` cannot give (None) stays as it was, so a missing plot shows as the
+    same broken link it is on disk rather than vanishing.
+    """
+
+    def inline(match: re.Match[str]) -> str:
+        path = match["path"]
+        if not relative_image(path):
+            return match[0]
+        data = load(path)
+        if data is None:
+            return match[0]
+        media = _MEDIA_TYPES[PurePosixPath(path).suffix.lower()]
+        uri = f"data:{media};base64,{base64.b64encode(data).decode('ascii')}"
+        return f"![{match['alt']}]({uri}{match['title'] or ''})"
+
+    return _IMAGE.sub(inline, markdown)
+
+
+def file_loader(folder: Path) -> Callable[[str], bytes | None]:
+    """Read a relative path inside `folder`; None when it is missing or leads outside."""
+    root = folder.resolve()
+
+    def load(path: str) -> bytes | None:
+        target = (root / path).resolve()
+        if not target.is_relative_to(root) or not target.is_file():
+            return None
+        return target.read_bytes()
+
+    return load
+
+
 def _in_a_run() -> bool:
     from prefect.context import FlowRunContext, TaskRunContext  # noqa: PLC0415
 
@@ -52,13 +107,13 @@ def _in_a_run() -> bool:
 
 
 def publish_record(release: str, published: Path) -> None:
-    """The record's README as a markdown artifact of the run."""
+    """The record's README as a markdown artifact of the run, its plots inline."""
     from prefect.artifacts import create_markdown_artifact  # noqa: PLC0415
 
     readme = published / "README.md"
     if readme.is_file() and _in_a_run():
         create_markdown_artifact(
-            readme.read_text(),
+            embed_images(readme.read_text(), file_loader(published)),
             key=artifact_key("record", release),
             description=f"record of {release}",
         )

@@ -53,6 +53,7 @@ from flows.cluster.transport.base import Transport
 from flows.engine_api.ready import probe_ready
 from flows.errors import BootError, PromotionError, SparkgateError, SpecError
 from flows.gates.base import api_base_url
+from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
 from flows.gates.prompts import LONG_ID, Prompt
 from flows.gates.traffic import complete, open_client
@@ -62,6 +63,7 @@ from flows.pipeline.prelude import held_cluster
 from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record, record_hashes
 from flows.record.atomic import write_text
+from flows.record.brief import headline_changes
 from flows.record.model import Record, verdict_passes
 from flows.record.reader import published_shapes
 from flows.settings import project_root, state_dir
@@ -661,7 +663,8 @@ def decide_promotion(
         return AWAITING
     say(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
     form = Decision.with_initial_data(
-        description=decision_description(release.name, str(record)), decision="approve"
+        description=decision_description(release.name, described_record(record), str(record)),
+        decision="approve",
     )
     timeout = pause_timeout_s(release)
     try:
@@ -704,12 +707,49 @@ def no_decision(
     return entry, message
 
 
-def decision_description(release: str, record: str) -> str:
-    """The markdown shown above the UI's resume form."""
-    return (
-        f"### Promote {release}?\n\nEvery gate passed; record: `{record}`.\n\n"
-        f"Approve to promote it (`sparkgate approve {release}`), or reject with a reason."
-    )
+def decision_description(release: str, record: Record | None, path: str) -> str:
+    """The markdown shown above the UI's resume form: what a person approves, from the record.
+
+    The verdict and each gate's outcome, the benchmark's decision with its largest gated changes
+    and their intervals (the rows `records --brief` names), and where the record is, so the
+    decision can be made from the form alone. Without a readable record, the path only.
+    """
+    lines = [f"### Promote {release}?", ""]
+    if record is not None:
+        against = f" against {record.previous}" if record.previous else ""
+        lines.append(f"- **Verdict:** {record.verdict or record.status}{against}")
+        gates = [f"{gate} {record.stages[gate].outcome}" for gate in GATES if gate in record.stages]
+        if gates:
+            lines.append(f"- **Gates:** {', '.join(gates)}")
+        lines.extend(_benchmark_lines(record))
+    lines += [f"- **Record:** `{path}`", ""]
+    lines.append(f"Approve to promote it (`sparkgate approve {release}`), or reject with a reason.")
+    return "\n".join(lines)
+
+
+def _benchmark_lines(record: Record) -> list[str]:
+    stage = record.stages.get("benchmark")
+    if stage is None:
+        return []
+    summary = stage.summary_as(BenchmarkSummary)
+    if summary is None or not summary.decision:
+        reason = f" ({stage.reason})" if stage.reason else ""
+        return [f"- **Benchmark:** {stage.outcome}{reason}"]
+    arms = f"{len(summary.arms)} arms ({', '.join(summary.arms)})"
+    lines = [f"- **Benchmark:** {summary.decision} after {arms}"]
+    changes = headline_changes(summary)
+    if changes:
+        lines.append("- **Largest gated changes** [95% interval]:")
+        lines.extend(f"  - {change}" for change in changes)
+    return lines
+
+
+def described_record(path: Path) -> Record | None:
+    """The published record the pause describes, or None when it cannot be read."""
+    try:
+        return read_record(path)
+    except SparkgateError:
+        return None
 
 
 @flow(name="promote-release", validate_parameters=False)

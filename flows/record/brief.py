@@ -22,13 +22,16 @@ def _interval(row: PointRow) -> str:
     return f"[{row.low:+.1f}, {row.high:+.1f}]"
 
 
-def _headline(summary: BenchmarkSummary) -> list[str]:
-    """The gated rows with the largest changes, as `point metric change [interval] verdict`."""
+def headline_changes(summary: BenchmarkSummary, count: int = HEADLINES) -> list[str]:
+    """The gated rows with the largest changes, as `point metric: change [interval] verdict`.
+
+    Shared by `records --brief` and the paused run's description, so both name the same rows.
+    """
     rows = [row for row in summary.points if row.gated and row.change is not None]
     rows.sort(key=lambda row: abs(row.change or 0.0), reverse=True)
     return [
-        f"    {row.point} {row.unit}: {row.change:+.1f}% {_interval(row)} {row.verdict}"
-        for row in rows[:HEADLINES]
+        f"{row.point} {row.unit}: {row.change:+.1f}% {_interval(row)} {row.verdict}"
+        for row in rows[:count]
     ]
 
 
@@ -65,6 +68,6 @@ def brief_lines(
                 f"{last.release_name} vs {last.previous}: {summary.decision} after "
                 f"{len(summary.arms)} arms; largest gated changes [95% interval]:"
             )
-            lines.extend(_headline(summary))
+            lines.extend(f"    {line}" for line in headline_changes(summary))
     lines.append(f"records: {experiments} (sparkgate show <record>, sparkgate verify <record>)")
     return lines
