@@ -1,10 +1,11 @@
 """A real local Prefect server for integration tests: `prefect server start` on a free port.
 
 The server has a fresh SQLite database in a private PREFECT_HOME, or the PostgreSQL database a
-test gives (`database_url`, e.g. tests/support/postgres.py), analytics and UI off; clients get its
-URL through the environment `Server.env` (the database URL goes to the server process alone).
-Server and anything spawned with `spawn` end by process group (`stop`), and a failing test can
-print the tails of every log in `Server.logs`.
+test gives (`database_url`, e.g. tests/support/postgres.py), analytics off, and the UI off unless
+a test asks for it (`ui=True`: the browser test); clients get its URL through the environment
+`Server.env` (the database URL goes to the server process alone). Server and anything spawned
+with `spawn` end by process group (`stop`), and a failing test can print the tails of every log
+in `Server.logs`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ class Server:
     api: str
     env: dict[str, str]
     logs: Path
+
+    @property
+    def ui(self) -> str:
+        """The web UI's root URL (served only by a server started with `ui=True`)."""
+        return self.api.removesuffix("/api")
 
     def tails(self) -> str:
         """The last lines of every log in the server's folder."""
@@ -74,7 +80,7 @@ class Server:
         return output
 
 
-def clean_env(home: Path, api: str) -> dict[str, str]:
+def clean_env(home: Path, api: str, *, ui: bool = False) -> dict[str, str]:
     """This environment without any PREFECT_ setting, then the ones that point at `api`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     return {
@@ -83,7 +89,7 @@ def clean_env(home: Path, api: str) -> dict[str, str]:
         "PREFECT_API_URL": api,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
-        "PREFECT_SERVER_UI_ENABLED": "false",
+        "PREFECT_SERVER_UI_ENABLED": "true" if ui else "false",
         "PREFECT_WORKER_QUERY_SECONDS": "2",
         "PREFECT_LOGGING_LEVEL": "INFO",
     }
@@ -118,12 +124,18 @@ def spawn(
 
 
 @contextmanager
-def prefect_server(folder: Path, port: int, *, database_url: str | None = None) -> Iterator[Server]:
+def prefect_server(
+    folder: Path, port: int, *, database_url: str | None = None, ui: bool = False
+) -> Iterator[Server]:
     """`prefect server start` on `port` until healthy: a fresh SQLite database under `folder`, or
-    `database_url` (PREFECT_SERVER_DATABASE_CONNECTION_URL, e.g. postgresql+asyncpg://...)."""
+    `database_url` (PREFECT_SERVER_DATABASE_CONNECTION_URL, e.g. postgresql+asyncpg://...).
+
+    With `ui` the server also serves its web UI at the port's root (`Server.ui`).
+    """
     api = f"http://127.0.0.1:{port}/api"
-    started = Server(api=api, env=clean_env(folder / "home", api), logs=folder)
-    argv = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"]
+    started = Server(api=api, env=clean_env(folder / "home", api, ui=ui), logs=folder)
+    argv = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    argv += [] if ui else ["--no-ui"]
     database = {"PREFECT_SERVER_DATABASE_CONNECTION_URL": database_url} if database_url else {}
     process = spawn(argv, {**started.env, **database}, folder / "server.log")
     try:
