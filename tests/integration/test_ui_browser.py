@@ -52,6 +52,7 @@ return Array.from(box.querySelectorAll('img')).map(
     (img) => ({alt: img.getAttribute('alt'), complete: img.complete, width: img.naturalWidth,
                src: (img.getAttribute('src') || '').slice(0, 40)}));
 """
+SHOW_PLOTS = "document.querySelector(arguments[0] + ' img').scrollIntoView({block: 'start'});"
 HEADERS = "return Array.from(document.querySelectorAll(arguments[0])).map((c) => c.textContent);"
 
 
@@ -210,6 +211,7 @@ def test_a_reviewer_sees_the_named_run_its_verdict_table_and_every_plot(
             return list(images)
 
         images = pages.wait(f"{len(linked)} loaded plots", loaded)
+        browser.execute_script(SHOW_PLOTS, box)
         pages.shoot(f"record-{ui}")
         broken = [image for image in images if image["width"] <= 0]
         assert not broken, f"plots that do not load in the {ui} UI: {json.dumps(broken)}"
