@@ -5,9 +5,11 @@ server start` with its web UI on. Then Chromium (Debian's `chromium` and `chromi
 opens the pages a reviewer opens: the runs list, filtered by the release tag, shows the run by
 its name with its tags; the record artifact shows the verdict table and every plot loads
 (natural width above zero) in both of Prefect's UIs (the default one under /v2 and the classic
-one); the benchmark artifact shows its table of points. Screenshots of every page land in the
-test's output folder (printed), whatever the outcome. Without Chromium the test skips, and
-fails under CI=true, which installs it.
+one); the benchmark artifact shows its table of points. A second test lets a trimmed r1 pause
+for approval and opens the UI's Resume form: above the fields it says what is being approved
+(verdict, gates, record path), and `sparkgate reject` then ends the wait. Screenshots of the
+pages land in the test's output folder (printed with -s). Without Chromium the tests skip, and
+fail under CI=true, which installs it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ import pytest
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -31,6 +36,7 @@ from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
 from tests.support.net import free_port
 from tests.support.overlays import write_yaml
+from tests.support.waiting import wait_until
 
 from .prefect_server import Server, prefect_server
 from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, Project
@@ -53,6 +59,9 @@ return Array.from(box.querySelectorAll('img')).map(
                src: (img.getAttribute('src') || '').slice(0, 40)}));
 """
 SHOW_PLOTS = "document.querySelector(arguments[0] + ' img').scrollIntoView({block: 'start'});"
+PAUSED = {"flow_runs": {"state": {"type": {"any_": ["PAUSED"]}}}}
+MENU = '[role="menuitem"]'
+DIALOG = "const d = document.querySelector('[role=\"dialog\"]'); return d ? d.innerText : '';"
 HEADERS = "return Array.from(document.querySelectorAll(arguments[0])).map((c) => c.textContent);"
 
 
@@ -247,3 +256,63 @@ def test_the_browser_starts(browser: WebDriver) -> None:
     except WebDriverException as error:  # pragma: no cover - a broken browser install
         pytest.fail(f"Chromium does not start: {error}")
     assert browser.title == "ok"
+
+
+def _click(browser: WebDriver, selector: str, words: str) -> bool:
+    """Click (as a pointer does) the first `selector` whose text or aria-label is `words`."""
+    for element in browser.find_elements(By.CSS_SELECTOR, selector):
+        if words in (element.text.strip(), element.get_attribute("aria-label")):
+            element.click()
+            return True
+    return False
+
+
+def _paused(server: Server, waiting: subprocess.Popen[str]) -> dict[str, Any]:
+    def paused() -> dict[str, Any] | None:
+        assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
+        status, runs = server.post("/flow_runs/filter", PAUSED)
+        assert status == 200, runs
+        return dict(runs[0]) if runs else None
+
+    return wait_until(paused, 900, "the qualification to pause", interval_s=2, detail=server.tails)
+
+
+def test_the_resume_form_says_what_is_being_approved(
+    browser: WebDriver, server: Server, tmp_path: Path
+) -> None:
+    project = Project(tmp_path / "project", CLUSTER)
+    project.env["PREFECT_API_URL"] = server.api
+    release = project.release("r1", "releases/r1.yaml")
+    waiting = project.start("qualify", str(release), "-c", str(project.cluster))
+    try:
+        run = _paused(server, waiting)
+        shots = tmp_path / "screenshots"
+        print(f"\nscreenshots: {shots}")
+        pages = Pages(browser, server, shots)
+        pages.open("paused", f"/v2/runs/flow-run/{run['id']}")
+        pages.wait("the run's menu", lambda _: _click(browser, "button", "Open menu"))
+        pages.wait("Resume in the menu", lambda _: _click(browser, MENU, "Resume"))
+
+        def form(_: WebDriver) -> str:
+            text = str(browser.execute_script(DIALOG) or "")
+            return text if "Promote r1?" in text and "Record:" in text else ""
+
+        shown = pages.wait("the Resume form's description", form)
+        pages.shoot("resume-form")
+        assert "Verdict: qualified" in shown, shown
+        assert "Gates: release_tests skipped, determinism passed" in shown, shown
+        records = list((project.root / "experiments").glob("*-r1"))
+        assert len(records) == 1, records
+        assert str(records[0]) in shown, shown
+        assert "sparkgate approve r1" in shown, shown
+        assert "By" in shown  # the form itself: who decides
+        rejected = project.run("reject", "r1", "--by", "browser-test", "--reason", "ui check")
+        assert rejected.returncode == 0, rejected.stdout + rejected.stderr
+        assert waiting.wait(timeout=300) == 1
+    finally:
+        if waiting.poll() is None:
+            os.killpg(waiting.pid, signal.SIGINT)
+            waiting.wait(timeout=120)
+        if waiting.stdout is not None:
+            waiting.stdout.close()
+        project.stop()
