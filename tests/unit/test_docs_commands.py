@@ -328,7 +328,7 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     ),
     # docs/recipe.md, the walkthrough: validate and render run here; the rest needs the real
     # triangle, and each names the test that runs the same command on a private cluster
-    "make setup": Here("pip install", argv=("make", "-n", "setup")),
+    "make setup": Here("pip install", argv=("make", "-n", "-B", "setup")),
     "sparkgate validate examples/": Here(
         says="examples/spark-ds41f/releases/r6y.yaml: ok (release)"
     ),
