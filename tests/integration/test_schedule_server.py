@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from flows.record import read_record, verify
-from tests.support.overlays import cluster_overlay, release_overlay
+from tests.support.overlays import SMALLEST_GATES, cluster_overlay, release_overlay
 from tests.support.waiting import wait_until
 
 from .conftest import ROOT
@@ -58,13 +58,9 @@ def worker(server: Server, tmp_path: Path) -> Iterator[Path]:
 
 def _overlays(tmp: Path) -> tuple[Path, Path]:
     """A trimmed r1 (one small determinism gate) and a private two-node cluster."""
-    release = release_overlay(tmp / "releases" / "r1.yaml", "releases/r1.yaml", gates={
-        "release_tests": {"enabled": False},
-        "determinism": {"prompts": ["The quick brown fox"], "max_tokens": 4,
-                        "long_prompt_tokens": 64, "sampled_streams": 1, "stagger_ms": 10},
-        "cold_boots": {"enabled": False},
-        "benchmark": {"enabled": False},
-    })  # fmt: skip
+    release = release_overlay(
+        tmp / "releases" / "r1.yaml", "releases/r1.yaml", gates=SMALLEST_GATES
+    )
     cluster = cluster_overlay(
         tmp / "config" / "schedtest.yaml", "schedtest", tmp, nodes=("s0", "s1")
     )

@@ -33,7 +33,7 @@ from flows.record import read_record
 from flows.record.model import Record
 from tests.integration.prefect_server import PREFECT, Server, prefect_server, spawn, stop
 from tests.support.net import free_port
-from tests.support.overlays import cluster_overlay, overlay, release_overlay
+from tests.support.overlays import SMALLEST_GATES, cluster_overlay, overlay, release_overlay
 from tests.support.postgres import Postgres, postgres_unavailable, private_postgres
 from tests.support.waiting import wait_until
 
@@ -70,13 +70,7 @@ def server(database: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def _project(root: Path, lab: Lab) -> None:
     """releases/r1.yaml (trimmed), config/local.yaml and config/lab.yaml (two hosts each)."""
-    release_overlay(root / "releases" / "r1.yaml", "releases/r1.yaml", gates={
-        "release_tests": {"enabled": False},
-        "determinism": {"prompts": ["The quick brown fox"], "max_tokens": 4,
-                        "long_prompt_tokens": 64, "sampled_streams": 1, "stagger_ms": 10},
-        "cold_boots": {"enabled": False},
-        "benchmark": {"enabled": False},
-    })  # fmt: skip
+    release_overlay(root / "releases" / "r1.yaml", "releases/r1.yaml", gates=SMALLEST_GATES)
     cluster_overlay(root / "config" / "local.yaml", "local", root / "local-nodes")
     assert lab.state.cluster_file is not None
     nodes = [node.model_dump(mode="json", exclude_defaults=True) for node in lab.cluster.nodes[:2]]

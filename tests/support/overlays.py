@@ -14,6 +14,15 @@ import yaml
 from .net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+# The smallest qualification that still publishes a verifiable record: one short determinism
+# gate, every other gate off (for tests of scheduling and scale-out, not of the gates).
+SMALLEST_GATES: dict[str, Any] = {
+    "release_tests": {"enabled": False},
+    "determinism": {"prompts": ["The quick brown fox"], "max_tokens": 4,
+                    "long_prompt_tokens": 64, "sampled_streams": 1, "stagger_ms": 10},
+    "cold_boots": {"enabled": False},
+    "benchmark": {"enabled": False},
+}  # fmt: skip
 
 
 def write_yaml(path: Path, document: dict[str, Any]) -> Path:
