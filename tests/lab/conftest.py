@@ -110,3 +110,25 @@ def lab() -> Iterator[Lab]:
             yield Lab(plan=PLAN, state=state, cluster=load_model(state.cluster_file, Cluster))
         finally:
             lab_down(LAB_DIR)
+
+
+def docker_lab_missing() -> str | None:
+    """Why a docker lab cannot start here (None when it can)."""
+    reason = lab_unavailable()
+    for tool in ("dockerd", "debootstrap"):
+        if reason is None and shutil.which(tool) is None:
+            reason = f"needs {tool} (.ci/run installs docker.io and debootstrap)"
+    return reason
+
+
+@contextmanager
+def docker_lab(plan: LabPlan, lab_dir: Path) -> Iterator[LabState]:
+    """A lab of namespace hosts with a dockerd each, for one module's tests; skipped (failed under
+    CI) where it cannot start, torn down at the end."""
+    reason = docker_lab_missing()
+    if reason:
+        pytest.skip(reason)
+    try:
+        yield lab_up(plan, lab_dir, engine_file=ENGINE_FILE, python=sys.executable)
+    finally:
+        lab_down(lab_dir)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up
+from flows.cluster.lab.hosts import LabPlan, LabState
 from flows.cluster.runtime.containers import cluster_containers
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.factory import TransportPool
@@ -35,7 +34,8 @@ from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
 from tests.support.overlays import release_overlay
 
-from .conftest import ENGINE_FILE, ROOT, lab_unavailable
+from .conftest import ROOT
+from .conftest import docker_lab as docker_lab_up
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow]
 
@@ -50,23 +50,10 @@ def _summary(result: GateResult) -> dict[str, Any]:
     return result.summary.model_dump(mode="json")
 
 
-def missing_requirement() -> str | None:
-    reason = lab_unavailable()
-    for tool in ("dockerd", "debootstrap"):
-        if reason is None and shutil.which(tool) is None:
-            reason = f"needs {tool} (.ci/run installs docker.io and debootstrap)"
-    return reason
-
-
 @pytest.fixture(scope="module")
 def docker_lab() -> Iterator[LabState]:
-    reason = missing_requirement()
-    if reason:
-        pytest.skip(reason)
-    try:
-        yield lab_up(PLAN, LAB_DIR, engine_file=ENGINE_FILE, python=sys.executable)
-    finally:
-        lab_down(LAB_DIR)
+    with docker_lab_up(PLAN, LAB_DIR) as state:
+        yield state
 
 
 @pytest.fixture

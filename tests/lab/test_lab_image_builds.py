@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from flows.cluster.build.docker_release import build_for
-from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up
+from flows.cluster.lab.hosts import LabPlan, LabState
 from flows.lines import silent
 from flows.record import read_record, verify
 from flows.record.reader import latest_record
@@ -30,8 +30,9 @@ from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release
 
-from .conftest import ENGINE_FILE, ROOT
-from .test_lab_docker_boot import DOCKER_CACHE, missing_requirement
+from .conftest import ROOT
+from .conftest import docker_lab as docker_lab_up
+from .test_lab_docker_boot import DOCKER_CACHE
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -59,13 +60,8 @@ echo "built {tag}"
 
 @pytest.fixture(scope="module")
 def docker_lab() -> Iterator[LabState]:
-    reason = missing_requirement()
-    if reason:
-        pytest.skip(reason)
-    try:
-        yield lab_up(PLAN, LAB_DIR, engine_file=ENGINE_FILE, python=sys.executable)
-    finally:
-        lab_down(LAB_DIR)
+    with docker_lab_up(PLAN, LAB_DIR) as state:
+        yield state
 
 
 def _daemon(cluster: Cluster, index: int) -> docker.DockerClient:
