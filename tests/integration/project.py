@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.overlays import cluster_overlay, release_overlay
+from tests.support.overlays import cluster_overlay, release_overlay, write_yaml
 
 from .conftest import ROOT
 
@@ -64,6 +64,20 @@ class Project:
         """releases/NAME.yaml: the shipped release with the trimmed gates, then `gates`."""
         return release_overlay(self.root / "releases" / f"{name}.yaml", shipped,
                                gates={**TRIMMED_GATES, **gates})  # fmt: skip
+
+    def short_r2(self) -> Path:
+        """releases/r2.yaml, trimmed, with a short benchmark of up to three arms against r1.
+
+        r1 is not qualified first (the tests using it are about resuming and the UI), so r2 does
+        not compare its outputs with r1's record, which would be refused before the run starts.
+        """
+        self.release("r1", "releases/r1.yaml")
+        suite = write_yaml(self.root / "suites/short.yaml", SHORT_SUITE)
+        return self.release(
+            "r2", "releases/r2.yaml", cold_boots=TRIMMED_COLD_BOOTS,
+            determinism={**TRIMMED_DETERMINISM, "against_previous": False},
+            benchmark={"enabled": True, "suite": str(suite), "max_arms": 3},
+        )  # fmt: skip
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         """`sparkgate ARGS` in the project, output captured, in its own process group."""

@@ -19,10 +19,9 @@ import pytest
 
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
-from tests.support.overlays import write_yaml
 from tests.support.waiting import wait_until
 
-from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, TRIMMED_DETERMINISM, Project
+from .project import Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -36,14 +35,7 @@ def project(tmp_path: Path) -> Project:
 
 
 def _qualify_r2(project: Project) -> subprocess.Popen[str]:
-    suite = write_yaml(project.root / "suites/short.yaml", SHORT_SUITE)
-    # r1 is never qualified here (this test is about resuming), so r2 does not compare its
-    # outputs with r1's record, which would be refused before the run starts
-    release = project.release(
-        "r2", "releases/r2.yaml", cold_boots=TRIMMED_COLD_BOOTS,
-        determinism={**TRIMMED_DETERMINISM, "against_previous": False},
-        benchmark={"enabled": True, "suite": str(suite), "max_arms": 3},
-    )  # fmt: skip
+    release = project.short_r2()
     return project.start("qualify", str(release), "-c", str(project.cluster), "--no-wait")
 
 

@@ -35,11 +35,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
 from tests.support.net import free_port
-from tests.support.overlays import write_yaml
 from tests.support.waiting import wait_until
 
 from .prefect_server import Server, prefect_server
-from .project import SHORT_SUITE, TRIMMED_COLD_BOOTS, TRIMMED_DETERMINISM, Project
+from .project import Project
 
 # a server with its UI, a qualification with a benchmark and a browser: minutes on two cores
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -139,16 +138,7 @@ class Pages:
 
 def _qualify(project: Project) -> Path:
     """A trimmed r2 against r1 with a short benchmark; the published record's folder."""
-    project.release("r1", "releases/r1.yaml")
-    suite = write_yaml(project.root / "suites/short.yaml", SHORT_SUITE)
-    # r1 is not qualified first (the UI is the point here), so r2 does not compare its outputs
-    # with r1's record, which would be refused before the run starts
-    release = project.release(
-        "r2", "releases/r2.yaml", cold_boots=TRIMMED_COLD_BOOTS,
-        determinism={**TRIMMED_DETERMINISM, "against_previous": False},
-        benchmark={"enabled": True, "suite": str(suite), "max_arms": 3},
-    )  # fmt: skip
-    done = project.qualify(release, timeout=1500)
+    done = project.qualify(project.short_r2(), timeout=1500)
     # the benchmark decides on this machine's noise: pass, fail or inconclusive (0, 1, 3)
     assert done.returncode in (0, 1, 3), done.stdout + done.stderr
     records = sorted((project.root / "experiments").glob("*-r2"))
