@@ -122,6 +122,11 @@ class GateError(SparkgateError):
     """A gate could not do its work (a request failed, the engine answered nonsense)."""
 
 
+class GitRangeError(GateError):
+    """`git diff` could not list a classification's patch range (a spec problem at load time,
+    a gate error if the clone changed since)."""
+
+
 class InconclusiveError(GateFailedError):
     """A gate ran but its noise allowed no decision; never a pass (exit 3, distinct from 1)."""
 

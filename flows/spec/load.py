@@ -363,6 +363,13 @@ def spec_paths(
         if isinstance(value, Path) and marker is not None:
             if marker.confined or not confined_only:
                 yield here, value
+        elif isinstance(value, list | tuple) and marker is not None:
+            if marker.confined or not confined_only:
+                yield from (
+                    ((*here, index), item)
+                    for index, item in enumerate(value)
+                    if isinstance(item, Path)
+                )
         else:
             yield from _paths_in(value, here, confined_only)
 
@@ -384,6 +391,8 @@ def _path_marker(annotation: Any, metadata: list[Any]) -> SpecPathMarker | None:
             return item
     if typing.get_origin(annotation) is typing.Annotated:
         return _path_marker(None, list(annotation.__metadata__))
+    if typing.get_origin(annotation) in (list, tuple):
+        return _path_marker(typing.get_args(annotation)[0], [])
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):
             found = _path_marker(arg, [])

@@ -11,13 +11,26 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from flows.spec.base import Problem, SpecContext, SpecModel, SpecPath, confined_out, shown
+from flows.errors import GitRangeError
+from flows.spec.base import (
+    HostPath,
+    Problem,
+    SpecContext,
+    SpecModel,
+    SpecPath,
+    confined_out,
+    shown,
+)
+
+GIT_TIMEOUT_S = 60.0
+"""Longest `git diff` of a patch range (a fork's history is local; this is generous)."""
 
 
 class Classification(SpecModel):
@@ -39,6 +52,51 @@ class Classification(SpecModel):
         return []
 
 
+class GitRange(SpecModel):
+    """The release's patches as commits of a local clone of the patched tree (e.g. the recipe's
+    vLLM fork): every test file changed between the two revisions is a candidate.
+
+    The clone is the operator's, anywhere on the controller; sparkgate reads only the names git
+    lists for the range (`git diff --name-only`), never a file's content.
+    """
+
+    repo: HostPath = Field(description="A git clone of the patched tree on the controller.")
+    range: str = Field(
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./~^@{}-]*\.\.\.?[A-Za-z0-9_][A-Za-z0-9_./~^@{}-]*$",
+        description="BASE..TIP (the tip's changes against the base) or BASE...TIP (against "
+        "their merge base), e.g. v0.11.0...spark3-r6x.",
+    )
+
+    def changed_files(self) -> list[str]:
+        """Files the range adds or changes (deleted ones left out); GitRangeError with git's
+        own message when the clone or a revision is unknown."""
+        argv = ["git", "-C", str(self.repo), "diff", "--name-only", "--no-renames"]
+        argv += ["--diff-filter=d", "-z", self.range, "--"]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise GitRangeError(f"git diff {self.range} in {shown(self.repo)}: {error}") from error
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or ["no message"])[0]
+            raise GitRangeError(f"git diff {self.range} in {shown(self.repo)}: {said}")
+        return sorted(name for name in done.stdout.split("\0") if name)
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """The clone and both revisions must exist (checked once the path is absolute)."""
+        del context
+        if not self.repo.is_absolute():
+            return []
+        if not self.repo.is_dir():
+            return [Problem(("repo",), f"no such folder: {shown(self.repo)}", "a git clone")]
+        try:
+            self.changed_files()
+        except GitRangeError as error:
+            return [Problem(("range",), str(error), "revisions of a git clone on the controller")]
+        return []
+
+
 class ReleaseTests(SpecModel):
     """Which files are release tests, and the class of each."""
 
@@ -46,10 +104,16 @@ class ReleaseTests(SpecModel):
     root: SpecPath = Field(description="Tree the patterns and file names are relative to.")
     patterns: list[str] = Field(min_length=1, description="Globs selecting candidate files.")
     files: dict[str, Classification] = Field(description="Class of every selected file.")
-    patches: SpecPath | None = Field(
+    patches: SpecPath | list[SpecPath] | None = Field(
         default=None,
-        description="The release's patch series: a unified diff, or a folder of *.patch / *.diff "
-        "files; every test file it adds or changes is a candidate too, so it must be classified.",
+        description="The release's patch series: a unified diff, a folder of *.patch / *.diff "
+        "files, or a list of either; every test file it adds or changes is a candidate too, so it "
+        "must be classified.",
+    )
+    patch_range: GitRange | None = Field(
+        default=None,
+        description="The patch series as a git range of a local clone; its changed test files "
+        "are candidates like those of `patches`.",
     )
 
     def selects(self, name: str) -> bool:
@@ -60,31 +124,44 @@ class ReleaseTests(SpecModel):
         """Selected files without a class: each one fails the gate."""
         return sorted(n for n in names if self.selects(n) and n not in self.files)
 
-    def _readable_patched(self, context: SpecContext | None) -> set[str] | None:
-        """The patched test files, or None while the series cannot be read (a relative path in
-        the loader's first pass, a path out of the project, a missing one: reported elsewhere)."""
-        series = self.patches
-        if series is not None and (
-            not series.is_absolute() or confined_out(series, context) or not series.exists()
-        ):
-            return None
-        return set(self.patched_tests())
-
-    def patch_files(self) -> list[Path]:
-        """The diffs of the patch series, in name order (the order a series applies in)."""
+    def series(self) -> list[Path]:
+        """The `patches` entries as a list (one path or several)."""
         if self.patches is None:
             return []
-        if self.patches.is_dir():
-            return sorted(
-                p for p in self.patches.iterdir() if p.suffix in (".patch", ".diff") and p.is_file()
-            )
-        return [self.patches]
+        return list(self.patches) if isinstance(self.patches, list) else [self.patches]
+
+    def _readable_patched(self, context: SpecContext | None) -> set[str] | None:
+        """The patched test files, or None while the series cannot be read (a relative path in
+        the loader's first pass, a path out of the project, a missing one, a git range git
+        cannot list: reported elsewhere)."""
+        for entry in self.series():
+            if not entry.is_absolute() or confined_out(entry, context) or not entry.exists():
+                return None
+        try:
+            return set(self.patched_tests())
+        except GitRangeError:
+            return None
+
+    def patch_files(self) -> list[Path]:
+        """The diffs of the patch series, in order: each entry in turn, a folder's diffs in name
+        order (the order a series applies in)."""
+        found: list[Path] = []
+        for entry in self.series():
+            if entry.is_dir():
+                found += sorted(
+                    p for p in entry.iterdir() if p.suffix in (".patch", ".diff") and p.is_file()
+                )
+            else:
+                found.append(entry)
+        return found
 
     def patched_tests(self) -> list[str]:
-        """Test files the patch series adds or changes (paths as the diffs name them)."""
+        """Test files the patch series (diffs and git range) adds or changes, as they name them."""
         found: set[str] = set()
         for patch in self.patch_files():
             found |= set(patched_test_files(patch.read_text(encoding="utf-8", errors="replace")))
+        if self.patch_range is not None:
+            found |= {name for name in self.patch_range.changed_files() if is_test_file(name)}
         return sorted(found)
 
     def gate_files(self) -> list[str]:
@@ -100,16 +177,13 @@ class ReleaseTests(SpecModel):
             for name in self.files
             if patched is not None and not self.selects(name) and name not in patched
         ]
-        series = self.patches
-        if (
-            series is not None
-            and series.is_absolute()
-            and not confined_out(series, context)
-            and not series.exists()
-        ):
-            found.append(
-                Problem(("patches",), f"no such file or folder: {shown(series)}", "a patch series")
-            )
+        several = isinstance(self.patches, list)
+        for index, entry in enumerate(self.series()):
+            if entry.is_absolute() and not confined_out(entry, context) and not entry.exists():
+                where = ("patches", index) if several else ("patches",)
+                found.append(
+                    Problem(where, f"no such file or folder: {shown(entry)}", "a patch series")
+                )
         if confined_out(self.root, context):
             pass  # the loader refuses it without saying whether it exists
         elif self.root.is_absolute() and not self.root.is_dir():
@@ -150,7 +224,12 @@ def patched_test_files(diff: str) -> list[str]:
         if target == "/dev/null":
             continue
         name = target.removeprefix("b/")
-        base = name.rsplit("/", 1)[-1]
-        if base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py")):
+        if is_test_file(name):
             found.append(name)
     return sorted(set(found))
+
+
+def is_test_file(name: str) -> bool:
+    """Whether a path names a pytest file (`test_*.py` or `*_test.py`)."""
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
