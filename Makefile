@@ -8,10 +8,14 @@ STAMP := $(VENV)/.installed-stamp
 
 setup: $(STAMP)
 
+# uv installs the same packages as pip about eight times faster (a minute off a fresh `make
+# demo`); it trusts the system's CA bundle like pip does. Where uv cannot resolve (an index only
+# pip is configured for), pip does the install instead.
 $(STAMP): pyproject.toml engine/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]' -e ./engine
+	$(BIN)/python -m pip install -q --upgrade pip uv
+	$(BIN)/uv pip install -q --python $(BIN)/python --native-tls -e '.[dev]' -e ./engine \
+	  || $(BIN)/python -m pip install -q -e '.[dev]' -e ./engine
 	touch $(STAMP)
 
 # Qualify the baseline r1, measure this machine's boot-to-boot noise with an A/A calibration of
