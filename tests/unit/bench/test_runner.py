@@ -37,6 +37,7 @@ class FakeEngine:
         self.running = 0
         self.max_len: int | None = None
         self.busy_after: int | None = None
+        self.sampling: list[tuple[float, float | None, int | None]] = []
 
     async def models(self, _: web.Request) -> web.Response:
         return web.json_response({"data": [{"id": "fake", "max_model_len": self.max_len}]})
@@ -59,6 +60,7 @@ class FakeEngine:
         if self.busy_after is not None and len(self.prompts) >= self.busy_after:
             self.running = 1  # from this request on the engine never gets idle
         cached = len(prompt) - 1 if prompt in self.prompts else 0
+        self.sampling.append((body["temperature"], body.get("top_p"), body.get("seed")))
         self.prompts.append(prompt)
         n = body["max_tokens"]
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -290,3 +292,37 @@ def test_an_aborted_arm_keeps_its_finished_workloads(
     assert saved[-1].aborted is not None
     assert "not idle" in saved[-1].aborted
     assert saved[-1].finished_utc is None
+
+
+SAMPLED = {
+    "name": "sampled",
+    "samples": 2,
+    "warmup": 0,
+    "workloads": [
+        {"kind": "closed_loop", "name": "greedy", "concurrency": [2], "prompt_tokens": 40,
+         "max_tokens": 3},
+        {"kind": "closed_loop", "name": "sampled", "concurrency": [2], "prompt_tokens": 40,
+         "max_tokens": 3, "temperature": 1.0, "top_p": 0.95, "gate": False},
+    ],
+}  # fmt: skip
+
+
+def test_a_sampled_workload_sends_its_temperature_and_the_same_seeds_in_every_arm(
+    engine: tuple[FakeEngine, str],
+) -> None:
+    """Temperature per workload; seeded requests, so arm two sends what arm one sent."""
+    fake, url = engine
+    suite = Suite.model_validate(SAMPLED)
+    seen = []
+    for label in ("c1", "p1"):
+        fake.sampling.clear()
+        run_arm(Endpoint(url, metric_names=NAMES), suite, label=label)
+        seen.append(list(fake.sampling))
+    first, second = seen
+    greedy = [s for s in first if s[0] == 0.0]
+    sampled = [s for s in first if s[0] == 1.0]
+    assert len(greedy) == len(sampled) == 4  # 2 streams x 2 samples each
+    assert all(top_p is None and seed is None for _, top_p, seed in greedy)
+    assert all(top_p == 0.95 and seed is not None for _, top_p, seed in sampled)
+    assert len({seed for *_, seed in sampled}) == 4  # every request its own seed
+    assert sorted(map(str, second)) == sorted(map(str, first))  # the same requests in arm two
