@@ -56,6 +56,10 @@ class PointComparison(BaseModel):
     arms: ArmEstimate | None = Field(description="arm-level estimate over every arm")
     verdict: Verdict = Field(description="non-inferiority verdict the gate uses")
     gated: bool = Field(default=True, description="whether this row decides the gate")
+    tolerance_pct: float | None = Field(
+        default=None,
+        description="tolerance the verdict used when not the gate's (a metric's or workload's), %",
+    )
 
 
 class Comparison(BaseModel):
@@ -198,6 +202,8 @@ def compare_arms(
                     arms=arms,
                     verdict=arms.verdict if arms else Verdict.INCONCLUSIVE,
                     gated=metric in gated,
+                    # None: the gate's own (records written before rows carried one compare)
+                    tolerance_pct=None if tolerance == tolerance_pct else tolerance,
                 )
             )
     if not rows and not missing:

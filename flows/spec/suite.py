@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from flows.bench.policy import KNOWN_METRICS
+from flows.errors import SpecError
 from flows.spec.base import Problem, SpecContext, SpecModel
 
 
@@ -200,3 +201,47 @@ def _gate_problems(workloads: list[Workload]) -> list[Problem]:
             Problem(("workloads",), "no workload gates", "at least one without gate: false")
         )
     return found
+
+
+def combine(suites: list[Suite]) -> Suite:
+    """Several suites as the one suite an arm runs: each workload named `<suite>:<workload>`.
+
+    A gate that names one suite runs it as it is (its point names are unchanged). With several,
+    every arm runs each suite in the order given, and point names carry the suite's name, so
+    `release-tp4:single/c1` and `single-stream:single/c1` never meet. Each workload keeps its
+    own suite's samples and temperature; the arm uses the first suite's seed, idle check and
+    client settings and the largest warm-up of them all.
+
+    Raises:
+        SpecError: when two suites have the same name or name different models.
+    """
+    if len(suites) == 1:
+        return suites[0]
+    names = [suite.name for suite in suites]
+    if len(set(names)) != len(names):
+        raise SpecError(f"benchmark suites named twice: {', '.join(names)}")
+    models = {suite.model for suite in suites}
+    if len(models) > 1:
+        raise SpecError(
+            f"suites {', '.join(names)} name different models: {sorted(map(str, models))}"
+        )
+    workloads = [
+        workload.model_copy(
+            update={
+                "name": f"{suite.name}:{workload.name}",
+                "samples": suite.samples_of(workload),
+                "temperature": suite.temperature_of(workload),
+            }
+        )
+        for suite in suites
+        for workload in suite.workloads
+    ]
+    first = suites[0]
+    return first.model_copy(
+        update={
+            "name": "+".join(names),
+            "description": "; ".join(f"{s.name}: {s.description}" for s in suites),
+            "warmup": max(suite.warmup for suite in suites),
+            "workloads": workloads,
+        }
+    )

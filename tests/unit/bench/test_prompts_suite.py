@@ -10,7 +10,7 @@ from flows.bench.prompts import PromptFactory, corpus
 from flows.engine_api.endpoint import parse_prometheus
 from flows.errors import SpecError
 from flows.spec.load import load_model
-from flows.spec.suite import Suite
+from flows.spec.suite import Suite, combine
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -137,3 +137,41 @@ def test_bad_suites_name_file_line_and_key(tmp_path: Path, body: str, line: int,
 def test_prometheus_text_is_summed_over_labels() -> None:
     text = '# HELP x\nrunning 2\nhits_total{a="1"} 3\nhits_total{a="2"} 4.5\nbad line\n'
     assert parse_prometheus(text) == {"running": 2.0, "hits_total": 7.5}
+
+
+def test_a_gate_with_several_suites_runs_each_with_named_points(tmp_path: Path) -> None:
+    """`benchmark.suite: [release-local, single-stream]`: one arm, both suites, no clashes."""
+    from flows.gates.benchmark.runner import load_suite  # noqa: PLC0415
+    from flows.spec.release import BenchmarkGate  # noqa: PLC0415
+
+    alone = load_suite(BenchmarkGate(suite="release-local"))
+    assert alone == load_model(ROOT / "config" / "suites" / "release-local.yaml", Suite)
+    both = load_suite(BenchmarkGate(suite=["release-local", "single-stream"]))
+    single = load_model(ROOT / "config" / "suites" / "single-stream.yaml", Suite)
+    assert both.name == "release-local+single-stream"
+    names = [w.name for w in both.workloads]
+    assert names[: len(alone.workloads)] == [f"release-local:{w.name}" for w in alone.workloads]
+    assert names[len(alone.workloads) :] == ["single-stream:single"]
+    # each workload keeps its own suite's samples; the warm-up is the larger one
+    assert both.samples_of(both.workloads[-1]) == single.samples == 5
+    assert both.samples_of(both.workloads[0]) == alone.samples == 3
+    assert both.warmup == max(alone.warmup, single.warmup)
+    with pytest.raises(SpecError, match="suites named twice"):
+        combine([alone, alone])
+    other = single.model_copy(update={"model": "another"})
+    with pytest.raises(SpecError, match="different models"):
+        combine([alone, other])
+
+
+def test_a_release_naming_a_suite_twice_is_refused_with_file_line_and_key(tmp_path: Path) -> None:
+    from flows.spec.release import Release  # noqa: PLC0415
+
+    text = (ROOT / "releases" / "r2.yaml").read_text().replace("../", f"{ROOT}/")
+    path = tmp_path / "r9.yaml"
+    path.write_text(text.replace("suite: release\n", "suite: [release, release]\n"))
+    line = 1 + text.splitlines().index("    suite: release")
+    with pytest.raises(SpecError) as caught:
+        load_model(path, Release)
+    assert f"r9.yaml:{line}: gates.benchmark.suite: suites must be unique names" in str(
+        caught.value
+    )
