@@ -25,6 +25,7 @@ from pydantic import JsonValue
 
 from flows import __version__
 from flows.bench import workloads as wl
+from flows.bench.capacity import kv_capacity
 from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
 from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_LEVEL
 from flows.bench.prompts import PromptFactory
@@ -428,7 +429,13 @@ def suite_digest(suite: Suite) -> str:
 
 
 def _report(
-    ctx: ArmContext, *, label: str, started: str, points: dict[str, Point], missing: list[str]
+    ctx: ArmContext,
+    *,
+    label: str,
+    started: str,
+    points: dict[str, Point],
+    missing: list[str],
+    capacity: dict[str, float] | None = None,
 ) -> ArmReport:
     """The arm report as it stands (finished_utc stays None until the caller finishes it)."""
     suite = ctx.suite
@@ -447,6 +454,8 @@ def _report(
             "prompt_nonce": ctx.prompts.nonce,
             "client_saturated_batches": ctx.saturated,
             "metrics_missing": list(missing),
+            # KV cache capacity when the engine exports it (flows.bench.capacity): reported
+            **(capacity or {}),
         },
         workload=suite.model_dump(mode="json"),
         points=dict(points),
@@ -479,6 +488,9 @@ def run_arm(
         raise BenchError(f"{endpoint.base_url}: serves no model")
     check_context(suite, served.get(model))
     missing = endpoint.missing_metrics()
+    capacity = kv_capacity(endpoint.metrics_text())
+    if capacity:
+        say(f"KV cache: {capacity.get('kv_capacity_tokens', 0):.0f} tokens (reported)")
     if missing:
         say(f"warning: {endpoint.base_url} does not export {', '.join(missing)}: "
             "the idle and foreign-traffic checks that need them are off")  # fmt: skip
@@ -497,7 +509,9 @@ def run_arm(
     points: dict[str, Point] = {}
 
     def report() -> ArmReport:
-        return _report(ctx, label=label, started=started, points=points, missing=missing)
+        return _report(
+            ctx, label=label, started=started, points=points, missing=missing, capacity=capacity
+        )
 
     try:
         for kind, name, planned in planned_points:
