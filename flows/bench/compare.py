@@ -20,7 +20,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.ledger import Ledger
-from flows.bench.policy import GatePolicy
+from flows.bench.policy import GatePolicy, workload_rules
 from flows.bench.report import ArmReport, higher_is_better
 from flows.bench.stats import (
     DEFAULT_TOLERANCE_PCT,
@@ -56,6 +56,10 @@ class PointComparison(BaseModel):
     arms: ArmEstimate | None = Field(description="arm-level estimate over every arm")
     verdict: Verdict = Field(description="non-inferiority verdict the gate uses")
     gated: bool = Field(default=True, description="whether this row decides the gate")
+    tolerance_pct: float | None = Field(
+        default=None,
+        description="tolerance the verdict used when not the gate's (a metric's or workload's), %",
+    )
 
 
 class Comparison(BaseModel):
@@ -160,13 +164,13 @@ def compare_arms(
     absent = [name for name in old[0].points if name not in new[0].points]
     missing = [name for name in absent if name.partition("/")[0] in ran]
     not_compared = [name for name in absent if name.partition("/")[0] not in ran]
-    policy = policy or GatePolicy()
+    policy = (policy or GatePolicy()).with_suite(workload_rules(new[0]))
     compared = {m for arm in (new[0], old[0]) for point in arm.points.values() for m in point.gate}
-    gated = policy.gated(compared)
     for name, point in new[0].points.items():
         reference = old[0].points.get(name)
         if reference is None:
             continue
+        gated = policy.gated_at(name, compared)
         for metric in dict.fromkeys([*point.gate, *reference.gate]):
             new_summary, old_summary = point.summary(metric), reference.summary(metric)
             if new_summary is None and old_summary is not None and metric in gated:
@@ -178,7 +182,7 @@ def compare_arms(
             higher = higher_is_better(metric)
             welch = difference(new_summary, old_summary)
             gaps = ledger.for_metric(name, metric) if ledger else []
-            tolerance = policy.tolerance_pct(metric, tolerance_pct)
+            tolerance = policy.tolerance_at(name, metric, tolerance_pct)
             arms = _arm_estimate(ordered, name, metric, gaps, tolerance)
             regression = welch is not None and recipe_regression(
                 welch, higher_is_better=higher, tolerance_pct=tolerance
@@ -198,10 +202,19 @@ def compare_arms(
                     arms=arms,
                     verdict=arms.verdict if arms else Verdict.INCONCLUSIVE,
                     gated=metric in gated,
+                    # None: the gate's own (records written before rows carried one compare)
+                    tolerance_pct=None if tolerance == tolerance_pct else tolerance,
                 )
             )
     if not rows and not missing:
         raise BenchError("the arms share no point with a gated metric; nothing to compare")
+    if rows and not missing and not any(row.gated for row in rows):
+        # A gate that gates nothing would pass any release: the policy (release or suite)
+        # named metrics no shared point measures, or made every point reported-only.
+        raise BenchError(
+            "no compared point has a gating metric: the release's gate_metrics or the suite's "
+            "workload `gate:` settings name nothing these arms measured"
+        )
     return Comparison(
         new=[r.label for r in new],
         old=[r.label for r in old],

@@ -5,15 +5,20 @@ engine's CPU time per step when the engine reports it (it excludes the moments t
 something else), else the engine's wall time per step, else, for engines that report neither,
 every client metric as before. Client-observed times (TTFT, TPOT, tok/s) are always compared
 and shown with their intervals; they gate only when a release names them.
+
+A suite may say more for its own workloads (`gate:` on a workload, kept in every arm report):
+`false` makes its points reported only, `{metrics, tolerance}` names what gates there and how
+much slowdown is allowed. Where a workload says something, the suite wins over the release's
+settings for that workload's points; everywhere else the release's settings decide.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from flows.bench.report import METRICS
+from flows.bench.report import METRICS, ArmReport
 
 ENGINE_LEVEL = ("engine_cpu_ms", "engine_step_ms")
 """Engine-reported step times (ms) in order of preference for the default policy."""
@@ -36,6 +41,46 @@ KNOWN_METRICS = frozenset(METRICS)
 """Every metric a policy may name (ours and the recipe's imported ones)."""
 
 
+class WorkloadRule(BaseModel):
+    """What a suite says about one workload's points (None: the release's settings)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gate: bool = Field(default=True, description="False: the workload's points are reported only")
+    metrics: tuple[str, ...] | None = Field(default=None, description="metrics that gate there")
+    tolerance_pct: float | None = Field(default=None, description="allowed slowdown there (%)")
+
+
+def _rule(raw: JsonValue) -> WorkloadRule | None:
+    """The rule of one workload's `gate:` as an arm report keeps it (None: nothing said)."""
+    if raw is False:
+        return WorkloadRule(gate=False)
+    if not isinstance(raw, dict):
+        return None
+    metrics, tolerance = raw.get("metrics"), raw.get("tolerance")
+    return WorkloadRule(
+        metrics=tuple(str(m) for m in metrics) if isinstance(metrics, list) else None,
+        tolerance_pct=100 * float(tolerance) if isinstance(tolerance, int | float) else None,
+    )
+
+
+def workload_rules(arm: ArmReport) -> dict[str, WorkloadRule]:
+    """The suite's per-workload gate rules, read from the suite an arm report ran.
+
+    Read from the arm (not the release) so the gate, `verify` and `bench compare` recompute
+    the same decision from the same files. Arms of other tools (the recipe's reports) say
+    nothing, and the release's settings decide every point.
+    """
+    workloads = arm.workload.get("workloads")
+    rules: dict[str, WorkloadRule] = {}
+    for entry in workloads if isinstance(workloads, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            rule = _rule(entry.get("gate", True))
+            if rule is not None:
+                rules[str(entry["name"])] = rule
+    return rules
+
+
 class GatePolicy(BaseModel):
     """The metrics that decide the benchmark gate and their tolerances (percent)."""
 
@@ -46,6 +91,9 @@ class GatePolicy(BaseModel):
     )
     tolerances_pct: Mapping[str, float] = Field(
         default_factory=dict, description="per-metric tolerance overriding the gate's (percent)"
+    )
+    workloads: Mapping[str, WorkloadRule] = Field(
+        default_factory=dict, description="the suite's rules per workload name (they win there)"
     )
 
     @classmethod
@@ -68,3 +116,23 @@ class GatePolicy(BaseModel):
     def tolerance_pct(self, metric: str, default_pct: float) -> float:
         """The tolerance of one metric: its own if the policy names one, else the gate's."""
         return self.tolerances_pct.get(metric, default_pct)
+
+    def with_suite(self, rules: Mapping[str, WorkloadRule]) -> GatePolicy:
+        """This policy with a suite's per-workload rules (they win on their workloads)."""
+        return self.model_copy(update={"workloads": dict(rules)})
+
+    def gated_at(self, point: str, compared: Collection[str]) -> frozenset[str]:
+        """The gating metrics of one point: its workload's rule, else the release's policy."""
+        rule = self.workloads.get(point.partition("/")[0])
+        if rule is not None and not rule.gate:
+            return frozenset()
+        if rule is not None and rule.metrics is not None:
+            return frozenset(rule.metrics)
+        return self.gated(compared)
+
+    def tolerance_at(self, point: str, metric: str, default_pct: float) -> float:
+        """A point's tolerance for a metric: its workload's, else the metric's, else the gate's."""
+        rule = self.workloads.get(point.partition("/")[0])
+        if rule is not None and rule.tolerance_pct is not None:
+            return rule.tolerance_pct
+        return self.tolerance_pct(metric, default_pct)

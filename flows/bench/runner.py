@@ -15,6 +15,7 @@ import hashlib
 import platform
 import socket
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from pydantic import JsonValue
 
 from flows import __version__
 from flows.bench import workloads as wl
+from flows.bench.capacity import kv_capacity
 from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
 from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_LEVEL
 from flows.bench.prompts import PromptFactory
@@ -32,7 +34,16 @@ from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
 from flows.lines import LineSink, silent
-from flows.spec.suite import ClosedLoop, Poisson, Prefill, Prefix, SingleStream, StepGrid, Suite
+from flows.spec.suite import (
+    ClosedLoop,
+    Poisson,
+    Prefill,
+    Prefix,
+    SingleStream,
+    StepGrid,
+    Suite,
+    Workload,
+)
 
 Measured = tuple[dict[str, float], list[Receipt]]
 SampleFn = Callable[[str], Measured]
@@ -68,15 +79,28 @@ class ArmContext:
     def __post_init__(self) -> None:
         self.processes = self.suite.client.processes
 
-    def request(self, key: str, tokens: int, max_tokens: int) -> RequestSpec:
-        """A completion request on a distinct prompt of exactly `tokens` tokens."""
+    def request(
+        self, key: str, tokens: int, max_tokens: int, workload: Workload | None = None
+    ) -> RequestSpec:
+        """A completion request on a distinct prompt of exactly `tokens` tokens.
+
+        A sampled request (temperature above 0) carries a seed made of the suite's seed and
+        the request's key, so every arm sends the very same requests (the recipe seeds each
+        of its sampled requests too: `seed=1000 + index` in ds41f:bin/spark suite_sampled).
+        """
+        suite = self.suite
+        temperature = suite.temperature if workload is None else suite.temperature_of(workload)
         body: dict[str, JsonValue] = {
             "model": self.model,
             "prompt": list(self.prompts.ids(key, tokens)),
             "max_tokens": max_tokens,
-            "temperature": self.suite.temperature,
+            "temperature": temperature,
             "ignore_eos": True,
         }
+        if temperature > 0:
+            body["seed"] = request_seed(self.suite.seed, key)
+        if workload is not None and workload.top_p is not None:
+            body["top_p"] = workload.top_p
         return RequestSpec(body=body)
 
     def send(self, items: list[Scheduled]) -> list[Receipt]:
@@ -100,6 +124,14 @@ class ArmContext:
             if self.saturated == 1:
                 self.say(f"warning: {saturation_reason(stats)}")
         return receipts
+
+
+def request_seed(suite_seed: int, key: str) -> int:
+    """A sampled request's seed: the same for the same suite seed and request in every arm.
+
+    The key carries the attempt number, never the arm, and the prompt nonce is not part of it.
+    """
+    return zlib.crc32(f"{suite_seed}:{key}".encode()) & 0x7FFFFFFF
 
 
 SATURATED_CPU_SHARE = 0.5
@@ -195,7 +227,7 @@ def _single(ctx: ArmContext, w: SingleStream) -> SampleFn:
     def run(key: str) -> Measured:
         receipts = []
         for i in range(w.requests):
-            spec = ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens)
+            spec = ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens, w)
             receipts += ctx.send([Scheduled(spec=spec)])
         return wl.single_stream(receipts), receipts
 
@@ -205,7 +237,7 @@ def _single(ctx: ArmContext, w: SingleStream) -> SampleFn:
 def _closed(ctx: ArmContext, w: ClosedLoop, streams: int) -> SampleFn:
     def run(key: str) -> Measured:
         items = [
-            Scheduled(spec=ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens))
+            Scheduled(spec=ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens, w))
             for i in range(streams)
         ]
         receipts = ctx.send(items)
@@ -219,7 +251,7 @@ def _poisson(ctx: ArmContext, w: Poisson, counter: list[int]) -> SampleFn:
         counter[0] += 1  # a new seeded schedule per sample, the same sequence in every arm
         due = wl.poisson_schedule(w.rate, w.requests, ctx.suite.seed * 1000 + counter[0])
         items = [
-            Scheduled(due_s=t, spec=ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens))
+            Scheduled(due_s=t, spec=ctx.request(f"{key}/{i}", w.prompt_tokens, w.max_tokens, w))
             for i, t in enumerate(due)
         ]
         receipts = ctx.send(items)
@@ -230,7 +262,7 @@ def _poisson(ctx: ArmContext, w: Poisson, counter: list[int]) -> SampleFn:
 
 def _prefill(ctx: ArmContext, w: Prefill, depth: int) -> SampleFn:
     def run(key: str) -> Measured:
-        receipts = ctx.send([Scheduled(spec=ctx.request(key, depth, w.max_tokens))])
+        receipts = ctx.send([Scheduled(spec=ctx.request(key, depth, w.max_tokens, w))])
         return wl.prefill(receipts[0]), receipts
 
     return run
@@ -244,7 +276,7 @@ def _step(ctx: ArmContext, w: StepGrid) -> SampleFn:
                 shape = wl.shape_key(streams, context)
                 shapes[shape] = ctx.send(
                     [
-                        Scheduled(spec=ctx.request(f"{key}/{shape}/{i}", context, w.max_tokens))
+                        Scheduled(spec=ctx.request(f"{key}/{shape}/{i}", context, w.max_tokens, w))
                         for i in range(streams)
                     ]
                 )
@@ -256,7 +288,7 @@ def _step(ctx: ArmContext, w: StepGrid) -> SampleFn:
 
 def _prefix(ctx: ArmContext, w: Prefix) -> SampleFn:
     def run(key: str) -> Measured:
-        item = Scheduled(spec=ctx.request(key, w.prompt_tokens, w.max_tokens))
+        item = Scheduled(spec=ctx.request(key, w.prompt_tokens, w.max_tokens, w))
         cold = ctx.send([item])
         warm = [r for _ in range(w.warm_replays) for r in ctx.send([item])]
         return wl.prefix(cold[0], warm), cold + warm
@@ -397,7 +429,13 @@ def suite_digest(suite: Suite) -> str:
 
 
 def _report(
-    ctx: ArmContext, *, label: str, started: str, points: dict[str, Point], missing: list[str]
+    ctx: ArmContext,
+    *,
+    label: str,
+    started: str,
+    points: dict[str, Point],
+    missing: list[str],
+    capacity: dict[str, float] | None = None,
 ) -> ArmReport:
     """The arm report as it stands (finished_utc stays None until the caller finishes it)."""
     suite = ctx.suite
@@ -416,6 +454,8 @@ def _report(
             "prompt_nonce": ctx.prompts.nonce,
             "client_saturated_batches": ctx.saturated,
             "metrics_missing": list(missing),
+            # KV cache capacity when the engine exports it (flows.bench.capacity): reported
+            **(capacity or {}),
         },
         workload=suite.model_dump(mode="json"),
         points=dict(points),
@@ -448,6 +488,9 @@ def run_arm(
         raise BenchError(f"{endpoint.base_url}: serves no model")
     check_context(suite, served.get(model))
     missing = endpoint.missing_metrics()
+    capacity = kv_capacity(endpoint.metrics_text())
+    if capacity:
+        say(f"KV cache: {capacity.get('kv_capacity_tokens', 0):.0f} tokens (reported)")
     if missing:
         say(f"warning: {endpoint.base_url} does not export {', '.join(missing)}: "
             "the idle and foreign-traffic checks that need them are off")  # fmt: skip
@@ -466,7 +509,9 @@ def run_arm(
     points: dict[str, Point] = {}
 
     def report() -> ArmReport:
-        return _report(ctx, label=label, started=started, points=points, missing=missing)
+        return _report(
+            ctx, label=label, started=started, points=points, missing=missing, capacity=capacity
+        )
 
     try:
         for kind, name, planned in planned_points:

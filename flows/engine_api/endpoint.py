@@ -63,10 +63,14 @@ class Endpoint:
             body["model"] = model
         return TokenizeResponse.model_validate_json(self._request("/tokenize", body)).tokens
 
+    def metrics_text(self) -> str:
+        """The server's whole Prometheus exposition, labels included."""
+        return self._request(self.metrics_path).decode()
+
     def metrics(self) -> dict[str, float]:
         """The mapped metrics (running, waiting, token counters) that the server exports."""
         names = self.metric_names or DEFAULT_METRICS
-        values = parse_prometheus(self._request(self.metrics_path).decode())
+        values = parse_prometheus(self.metrics_text())
         return {key: values[name] for key, name in names.items() if name in values}
 
     def missing_metrics(self) -> list[str]:

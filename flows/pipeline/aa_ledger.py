@@ -90,11 +90,10 @@ def _unchanged_json(folder: Path, relative: str, sha256: str) -> Any:
 
 
 def suite_of(settings: BenchmarkGate) -> Suite:
-    """The suite a benchmark setting names (a name in config/suites or a file)."""
-    from flows.gates.benchmark.runner import suite_file  # noqa: PLC0415
-    from flows.spec.load import load_model  # noqa: PLC0415
+    """The suite a benchmark setting names (names in config/suites or files; several combined)."""
+    from flows.gates.benchmark.runner import load_suite  # noqa: PLC0415
 
-    return load_model(suite_file(settings.suite), Suite)
+    return load_suite(settings)
 
 
 def ledger_for(context: GateContext, settings: BenchmarkGate) -> Ledger:

@@ -352,7 +352,14 @@ class ColdBootsGate(GateSettings):
 class BenchmarkGate(GateSettings):
     """Interleaved arms against the previous release; a non-inferiority decision."""
 
-    suite: str = Field(default="release", min_length=1, description="Suite name (config/suites).")
+    suite: str | list[str] = Field(
+        default="release",
+        min_length=1,
+        description=(
+            "Suite name (config/suites) or file, or a list of them: every arm runs each, and "
+            "with several the points are named <suite>:<point>."
+        ),
+    )
     arms: list[Literal["candidate", "previous"]] = Field(
         default=["candidate", "previous", "candidate"],
         min_length=2,
@@ -376,6 +383,10 @@ class BenchmarkGate(GateSettings):
         """The gate policy these settings describe."""
         return GatePolicy.of_settings(self.gate_metrics, self.tolerances)
 
+    def suites(self) -> list[str]:
+        """The suites every arm runs, in order."""
+        return [self.suite] if isinstance(self.suite, str) else list(self.suite)
+
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Both releases must be measured, and max_arms must allow the first session."""
         del context
@@ -384,6 +395,9 @@ class BenchmarkGate(GateSettings):
         for metric in [*(self.gate_metrics or []), *self.tolerances]:
             if metric not in KNOWN_METRICS:
                 found.append(Problem(("gate_metrics",), f"unknown metric {metric!r}", known))
+        names = self.suites()
+        if any(not name for name in names) or len(set(names)) != len(names):
+            found.append(Problem(("suite",), "suites must be unique names", "e.g. [release]"))
         if {"candidate", "previous"} - set(self.arms):
             found.append(Problem(("arms",), "needs both arms", "candidate and previous"))
         if self.max_arms < len(self.arms):

@@ -12,7 +12,27 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from flows.bench.policy import KNOWN_METRICS
+from flows.errors import SpecError
 from flows.spec.base import Problem, SpecContext, SpecModel
+
+
+class WorkloadGate(SpecModel):
+    """Which metrics of a workload's points decide the gate, and at what tolerance.
+
+    The suite knows which of its points are steady enough to gate (a Poisson point moved
+    17-21 % between the recipe's own runs); the release's `gates.benchmark` settings decide
+    every point whose workload says nothing. For a workload that says something, the suite wins.
+    """
+
+    metrics: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Metrics that gate on this workload's points (default: the release's).",
+    )
+    tolerance: float | None = Field(
+        default=None, gt=0, lt=1, description="Allowed slowdown on these points (default: release)."
+    )
 
 
 class _Workload(SpecModel):
@@ -23,6 +43,26 @@ class _Workload(SpecModel):
         default=None, ge=1, description="Samples per point (suite default)."
     )
     max_tokens: int = Field(default=64, ge=1, description="Output tokens per request (ignore_eos).")
+    temperature: float | None = Field(
+        default=None,
+        ge=0,
+        le=2,
+        description=(
+            "Sampling temperature of this workload (default: the suite's). Above 0 every "
+            "request carries a seed from the suite's, so arms send the same requests; such "
+            "points measure speed (and draft acceptance), never determinism."
+        ),
+    )
+    top_p: float | None = Field(
+        default=None, gt=0, le=1, description="Nucleus sampling (sent only when set)."
+    )
+    gate: bool | WorkloadGate = Field(
+        default=True,
+        description=(
+            "Whether this workload's points decide the gate: true (the release's settings), "
+            "false (reported only), or {metrics, tolerance} for these points."
+        ),
+    )
 
 
 class SingleStream(_Workload):
@@ -117,10 +157,10 @@ class Suite(SpecModel):
     workloads: list[Workload] = Field(min_length=1, description="Workloads, run in this order.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
-        """Workload names are unique (they prefix point names); stream counts too."""
+        """Names and stream counts are unique, gate metrics known, and something gates."""
         del context
         seen: set[str] = set()
-        found = []
+        found = _gate_problems(self.workloads)
         for index, workload in enumerate(self.workloads):
             if workload.name in seen:
                 found.append(
@@ -136,3 +176,72 @@ class Suite(SpecModel):
     def samples_of(self, workload: _Workload) -> int:
         """Samples per point of a workload (its own setting, else the suite's)."""
         return workload.samples or self.samples
+
+    def temperature_of(self, workload: _Workload) -> float:
+        """Sampling temperature of a workload (its own setting, else the suite's)."""
+        return self.temperature if workload.temperature is None else workload.temperature
+
+
+def _gate_problems(workloads: list[Workload]) -> list[Problem]:
+    """Gate metrics must be ones sparkgate compares, and at least one workload must gate.
+
+    A suite whose every workload is reported-only would let any release through, so it is
+    refused when loaded.
+    """
+    found = []
+    known = ", ".join(sorted(KNOWN_METRICS))
+    for index, workload in enumerate(workloads):
+        gate = workload.gate
+        for metric in gate.metrics or [] if isinstance(gate, WorkloadGate) else []:
+            if metric not in KNOWN_METRICS:
+                where = ("workloads", index, "gate", "metrics")
+                found.append(Problem(where, f"unknown metric {metric!r}", known))
+    if workloads and all(w.gate is False for w in workloads):
+        found.append(
+            Problem(("workloads",), "no workload gates", "at least one without gate: false")
+        )
+    return found
+
+
+def combine(suites: list[Suite]) -> Suite:
+    """Several suites as the one suite an arm runs: each workload named `<suite>:<workload>`.
+
+    A gate that names one suite runs it as it is (its point names are unchanged). With several,
+    every arm runs each suite in the order given, and point names carry the suite's name, so
+    `release-tp4:single/c1` and `single-stream:single/c1` never meet. Each workload keeps its
+    own suite's samples and temperature; the arm uses the first suite's seed, idle check and
+    client settings and the largest warm-up of them all.
+
+    Raises:
+        SpecError: when two suites have the same name or name different models.
+    """
+    if len(suites) == 1:
+        return suites[0]
+    names = [suite.name for suite in suites]
+    if len(set(names)) != len(names):
+        raise SpecError(f"benchmark suites named twice: {', '.join(names)}")
+    models = {suite.model for suite in suites}
+    if len(models) > 1:
+        raise SpecError(
+            f"suites {', '.join(names)} name different models: {sorted(map(str, models))}"
+        )
+    workloads = [
+        workload.model_copy(
+            update={
+                "name": f"{suite.name}:{workload.name}",
+                "samples": suite.samples_of(workload),
+                "temperature": suite.temperature_of(workload),
+            }
+        )
+        for suite in suites
+        for workload in suite.workloads
+    ]
+    first = suites[0]
+    return first.model_copy(
+        update={
+            "name": "+".join(names),
+            "description": "; ".join(f"{s.name}: {s.description}" for s in suites),
+            "warmup": max(suite.warmup for suite in suites),
+            "workloads": workloads,
+        }
+    )

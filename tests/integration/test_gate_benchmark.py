@@ -1,4 +1,4 @@
-"""The benchmark gate on a private local cluster: r2 against r1 with a tiny suite, three arms.
+"""The benchmark gate on a private local cluster: r2 against r1 with two tiny suites, three arms.
 
 Who wins is not asserted (a shared two-core machine is noisy); the machinery is: fresh boots
 in session order, raw receipts per arm, compare.json, and a verdict on every point. The cluster
@@ -39,8 +39,21 @@ TINY = {
     "workloads": [
         {"kind": "single_stream", "name": "single", "requests": 1, "prompt_tokens": 16,
          "max_tokens": 8},
+    ],
+}  # fmt: skip
+# A second suite in the same gate: its points are named tiny-b:..., and its sampled workload
+# (temperature 1, seeded) is reported, never gated.
+TINY_B = {
+    "kind": "suite",
+    "name": "tiny-b",
+    "seed": 0,
+    "samples": 2,
+    "warmup": 0,
+    "workloads": [
         {"kind": "closed_loop", "name": "streams", "concurrency": [2], "prompt_tokens": 16,
          "max_tokens": 8},
+        {"kind": "closed_loop", "name": "sampled", "concurrency": [2], "prompt_tokens": 16,
+         "max_tokens": 8, "temperature": 1.0, "top_p": 0.95, "gate": False},
     ],
 }  # fmt: skip
 
@@ -61,7 +74,7 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     shared = ROOT / ".sparkgate" / "build-cache"
     shared.mkdir(parents=True, exist_ok=True)
     (state / "build-cache").symlink_to(shared, target_is_directory=True)
-    suite = write_yaml(tmp_path / "tiny.yaml", TINY)
+    suites = [write_yaml(tmp_path / "tiny.yaml", TINY), write_yaml(tmp_path / "b.yaml", TINY_B)]
     candidate = load_model(ROOT / "releases/r2.yaml", Release)
     previous = load_model(ROOT / "releases/r1.yaml", Release)
     lines: list[str] = []
@@ -70,7 +83,7 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
         cluster=cluster, release=candidate, previous=previous, transports=dict(transports),
         state=state, experiments=tmp_path / "experiments", say=lines.append,
     )  # fmt: skip
-    settings = BenchmarkGate(suite=str(suite), max_arms=3)
+    settings = BenchmarkGate(suite=[str(suite) for suite in suites], max_arms=3)
     out = tmp_path / "bench"
     result = run_benchmark(context, settings, out)
 
@@ -89,11 +102,15 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     assert compared["new"] == ["1-candidate", "3-candidate"]
     assert compared["old"] == ["2-previous"]
     points = _summary(result)["points"]
-    expected = {("single/c1", m) for m in [*CLIENT_METRICS["single_stream"], *ENGINE_LEVEL]}
-    expected |= {("streams/c2", m) for m in [*CLIENT_METRICS["closed_loop"], *ENGINE_LEVEL]}
+    loop = [*CLIENT_METRICS["closed_loop"], *ENGINE_LEVEL]
+    expected = {("tiny:single/c1", m) for m in [*CLIENT_METRICS["single_stream"], *ENGINE_LEVEL]}
+    expected |= {(f"tiny-b:{name}/c2", m) for name in ("streams", "sampled") for m in loop}
     assert {(p["point"], p["unit"]) for p in points} == expected
-    # the engine's CPU time per step decides; the client's and the step's wall time are reported
-    assert {p["unit"] for p in points if p["gated"]} == {"engine_cpu_ms"}
+    # the engine's CPU time per step decides; the client's and the step's wall time are reported,
+    # and so is every metric of the sampled workload (gate: false in its suite)
+    gated = {(p["point"], p["unit"]) for p in points if p["gated"]}
+    assert gated == {("tiny:single/c1", "engine_cpu_ms"), ("tiny-b:streams/c2", "engine_cpu_ms")}
+    assert read_arm(out / "arms" / "1-candidate").suite == "tiny+tiny-b"
     for point in points:
         assert point["verdict"] in ("faster", "level", "slower", "inconclusive")
         assert point["previous"] > 0

@@ -116,6 +116,7 @@ def points_summary(session: Session) -> list[PointRow]:
             high=row.arms.high_pct if row.arms else None,
             verdict=row.verdict.value,
             gated=row.gated,
+            tolerance_pct=row.tolerance_pct,
         )
         for row in session.comparison.points
     ]

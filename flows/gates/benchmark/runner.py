@@ -44,7 +44,7 @@ from flows.gates.harness import failed, run_gate
 from flows.settings import project_root
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
-from flows.spec.suite import Suite
+from flows.spec.suite import Suite, combine
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -59,6 +59,15 @@ def suite_file(name: str) -> Path:
         if candidate.is_file():
             return candidate
     return project_root() / "config" / "suites" / f"{name}.yaml"
+
+
+def load_suite(settings: BenchmarkGate) -> Suite:
+    """The suite every arm runs: the one named, or the named ones combined (`combine`).
+
+    Raises:
+        SpecError: naming the file, line and key of a bad suite, or why suites do not combine.
+    """
+    return combine([load_model(suite_file(name), Suite) for name in settings.suites()])
 
 
 def _endpoint(context: GateContext) -> Endpoint:
@@ -181,7 +190,7 @@ class BenchmarkRunner:
             )
         if (problem := order_problem(settings.arms)) is not None:
             return failed(problem)
-        suite = load_model(suite_file(settings.suite), Suite)
+        suite = load_suite(settings)
         tolerance_pct = settings.tolerance * 100
 
         def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:

@@ -26,6 +26,8 @@ class PointRow(BaseModel):
     high: float | None = None
     verdict: str = "inconclusive"
     gated: bool = True
+    tolerance_pct: float | None = None
+    """The tolerance this row's verdict used (a metric's or a workload's own); None: the gate's."""
 
 
 class BenchmarkSummary(BaseModel):

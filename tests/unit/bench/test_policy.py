@@ -9,7 +9,7 @@ from flows.bench.policy import GatePolicy
 from flows.bench.report import ArmReport, Point, Sample, higher_is_better
 from flows.bench.runner import compared_metrics
 from flows.engine_api.metrics import draft_acceptance, engine_step_times, scrape_names
-from flows.errors import SpecError
+from flows.errors import BenchError, SpecError
 from flows.spec.release import BenchmarkGate
 
 
@@ -115,3 +115,54 @@ def test_draft_acceptance_is_tokens_per_verification_step_between_two_scrapes() 
         "tps", "engine_cpu_ms", "draft_acceptance_len"
     ]  # fmt: skip
     assert GatePolicy().gated(compared_metrics("closed_loop", [sample])) == {"engine_cpu_ms"}
+
+
+def suite_arm(label: str, cpu_ms: float, tpot_ms: float, gates: dict[str, object]) -> ArmReport:
+    """Two points (single, poisson) of a suite whose workloads say `gates` (kept in the arm)."""
+    one = arm(label, cpu_ms, tpot_ms)
+    point = one.points["single/c1"]
+    workloads = [{"kind": "single_stream", "name": n, "gate": g} for n, g in gates.items()]
+    return one.model_copy(
+        update={
+            "points": {"single/c1": point, "poisson/r1": point},
+            "workload": {"name": "tiny", "workloads": workloads},
+        }
+    )
+
+
+def test_a_workload_with_gate_false_is_reported_and_the_others_still_gate() -> None:
+    """The noisy Poisson point's slowdown is shown but cannot fail or stall the gate."""
+    gates: dict[str, object] = {"single": True, "poisson": False}
+    new = [suite_arm("C1", 10.0, 20.0, gates), suite_arm("C2", 10.0, 20.0, gates)]
+    old = [suite_arm("P1", 9.0, 20.0, gates)]
+    comparison = compare_arms(new, old, tolerance_pct=3.0)
+    gating = {(row.point, row.metric) for row in comparison.gating}
+    assert gating == {("single/c1", "engine_cpu_ms")}
+    poisson = [row for row in comparison.points if row.point == "poisson/r1"]
+    assert poisson
+    assert not any(row.gated for row in poisson)
+    assert [row.point for row in comparison.regressions] == ["single/c1"]
+
+
+def test_a_workload_rule_names_its_metrics_and_tolerance_and_wins_over_the_release() -> None:
+    """The suite's rule decides its points; the release's settings decide the rest."""
+    gates: dict[str, object] = {"single": True, "poisson": {"metrics": ["tpot_p50_ms"],
+                                                           "tolerance": 0.2}}  # fmt: skip
+    new = [suite_arm("C1", 10.0, 22.0, gates), suite_arm("C2", 10.0, 22.0, gates)]
+    old = [suite_arm("P1", 10.0, 20.0, gates)]
+    release = GatePolicy.of_settings(["engine_cpu_ms"], {"tpot_p50_ms": 0.01})
+    comparison = compare_arms(new, old, tolerance_pct=3.0, policy=release)
+    gating = {(row.point, row.metric) for row in comparison.gating}
+    assert gating == {("single/c1", "engine_cpu_ms"), ("poisson/r1", "tpot_p50_ms")}
+    rows = {(row.point, row.metric): row for row in comparison.points}
+    assert rows[("poisson/r1", "tpot_p50_ms")].verdict.value == "level"  # 10 % < 20 %
+    assert rows[("single/c1", "tpot_p50_ms")].verdict.value == "slower"  # reported only
+    assert comparison.regressions == []
+
+
+def test_a_policy_that_gates_nothing_is_an_error_not_a_pass() -> None:
+    gates: dict[str, object] = {"single": False, "poisson": False}
+    new = [suite_arm("C1", 10.0, 20.0, gates), suite_arm("C2", 10.0, 20.0, gates)]
+    old = [suite_arm("P1", 20.0, 40.0, gates)]
+    with pytest.raises(BenchError, match="no compared point has a gating metric"):
+        compare_arms(new, old, tolerance_pct=3.0)

@@ -10,7 +10,7 @@ from flows.bench.prompts import PromptFactory, corpus
 from flows.engine_api.endpoint import parse_prometheus
 from flows.errors import SpecError
 from flows.spec.load import load_model
-from flows.spec.suite import Suite
+from flows.spec.suite import Suite, combine
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -64,12 +64,34 @@ def test_bundled_suites_load(name: str) -> None:
 def test_recipe_sizes() -> None:
     tp4 = load_model(ROOT / "config" / "suites" / "release-tp4.yaml", Suite)
     tp3 = load_model(ROOT / "config" / "suites" / "release-tp3.yaml", Suite)
-    sizes = {s.name: {w.kind: w for w in s.workloads} for s in (tp3, tp4)}
+    sizes = {s.name: {w.kind: w for w in s.workloads if w.name != "sampled"} for s in (tp3, tp4)}
     assert sizes["release-tp4"]["prefill"].depths == [32768, 262144, 500000, 1000000]  # type: ignore[union-attr]
     assert sizes["release-tp3"]["poisson"].rate == 0.42  # type: ignore[union-attr]
     assert sizes["release-tp4"]["poisson"].rate == 0.7  # type: ignore[union-attr]
     assert max(sizes["release-tp4"]["closed_loop"].concurrency) == 16  # type: ignore[union-attr]
     assert max(sizes["release-tp3"]["closed_loop"].concurrency) == 8  # type: ignore[union-attr]
+
+
+def test_recipe_suites_add_the_sampled_points_and_report_poisson_and_sampled_only() -> None:
+    """ds41f:bin/spark suite_sampled: temperature 1.0, top_p 0.95, 1 and 4 streams, 256 tokens.
+
+    The decode grid stays the stored reports' 10 (TP4) and 8 (TP3) points: prose and code at
+    every --concurrency of B4/B3, not the 20 and 14 issue 12 counts.
+    """
+    for name, grid in (("release-tp4", [1, 2, 4, 8, 16]), ("release-tp3", [1, 2, 4, 8])):
+        suite = load_model(ROOT / "config" / "suites" / f"{name}.yaml", Suite)
+        by_name = {w.name: w for w in suite.workloads}
+        sampled = by_name["sampled"]
+        assert (sampled.temperature, sampled.top_p, sampled.max_tokens) == (1.0, 0.95, 256)
+        assert sampled.concurrency == [1, 4]  # type: ignore[union-attr]
+        assert sampled.gate is False
+        assert by_name["poisson"].gate is False
+        gated = [w.name for w in suite.workloads if w.gate is not False]
+        assert gated == ["single", "streams", "prefill", "step", "prefix"]
+        step = by_name["step"]
+        assert step.concurrency == grid
+        assert step.context == [68, 75]
+        assert suite.temperature == 0.0  # every other workload stays greedy
 
 
 @pytest.mark.parametrize(
@@ -91,6 +113,17 @@ def test_recipe_sizes() -> None:
             9,
             "workloads[1].name",
         ),
+        (
+            "  - kind: prefill\n    name: p\n    depths: [8]\n    gate: {metrics: [speed]}\n",
+            8,
+            "workloads[0].gate.metrics",
+        ),
+        ("  - kind: prefill\n    name: p\n    depths: [8]\n    gate: false\n", 4, "workloads"),
+        (
+            "  - kind: prefill\n    name: p\n    depths: [8]\n    temperature: 3\n",
+            8,
+            "workloads[0].temperature",
+        ),
     ],
 )
 def test_bad_suites_name_file_line_and_key(tmp_path: Path, body: str, line: int, key: str) -> None:
@@ -104,3 +137,41 @@ def test_bad_suites_name_file_line_and_key(tmp_path: Path, body: str, line: int,
 def test_prometheus_text_is_summed_over_labels() -> None:
     text = '# HELP x\nrunning 2\nhits_total{a="1"} 3\nhits_total{a="2"} 4.5\nbad line\n'
     assert parse_prometheus(text) == {"running": 2.0, "hits_total": 7.5}
+
+
+def test_a_gate_with_several_suites_runs_each_with_named_points(tmp_path: Path) -> None:
+    """`benchmark.suite: [release-local, single-stream]`: one arm, both suites, no clashes."""
+    from flows.gates.benchmark.runner import load_suite  # noqa: PLC0415
+    from flows.spec.release import BenchmarkGate  # noqa: PLC0415
+
+    alone = load_suite(BenchmarkGate(suite="release-local"))
+    assert alone == load_model(ROOT / "config" / "suites" / "release-local.yaml", Suite)
+    both = load_suite(BenchmarkGate(suite=["release-local", "single-stream"]))
+    single = load_model(ROOT / "config" / "suites" / "single-stream.yaml", Suite)
+    assert both.name == "release-local+single-stream"
+    names = [w.name for w in both.workloads]
+    assert names[: len(alone.workloads)] == [f"release-local:{w.name}" for w in alone.workloads]
+    assert names[len(alone.workloads) :] == ["single-stream:single"]
+    # each workload keeps its own suite's samples; the warm-up is the larger one
+    assert both.samples_of(both.workloads[-1]) == single.samples == 5
+    assert both.samples_of(both.workloads[0]) == alone.samples == 3
+    assert both.warmup == max(alone.warmup, single.warmup)
+    with pytest.raises(SpecError, match="suites named twice"):
+        combine([alone, alone])
+    other = single.model_copy(update={"model": "another"})
+    with pytest.raises(SpecError, match="different models"):
+        combine([alone, other])
+
+
+def test_a_release_naming_a_suite_twice_is_refused_with_file_line_and_key(tmp_path: Path) -> None:
+    from flows.spec.release import Release  # noqa: PLC0415
+
+    text = (ROOT / "releases" / "r2.yaml").read_text().replace("../", f"{ROOT}/")
+    path = tmp_path / "r9.yaml"
+    path.write_text(text.replace("suite: release\n", "suite: [release, release]\n"))
+    line = 1 + text.splitlines().index("    suite: release")
+    with pytest.raises(SpecError) as caught:
+        load_model(path, Release)
+    assert f"r9.yaml:{line}: gates.benchmark.suite: suites must be unique names" in str(
+        caught.value
+    )

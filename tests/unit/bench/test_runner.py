@@ -37,6 +37,8 @@ class FakeEngine:
         self.running = 0
         self.max_len: int | None = None
         self.busy_after: int | None = None
+        self.sampling: list[tuple[float, float | None, int | None]] = []
+        self.extra_metrics = ""
 
     async def models(self, _: web.Request) -> web.Response:
         return web.json_response({"data": [{"id": "fake", "max_model_len": self.max_len}]})
@@ -49,7 +51,7 @@ class FakeEngine:
     async def metrics(self, _: web.Request) -> web.Response:
         lines = [f"fake_running {self.running}", "fake_waiting 0"]
         lines += [f"{k} {v}" for k, v in self.counters.items()]
-        return web.Response(text="\n".join(lines) + "\n")
+        return web.Response(text="\n".join(lines) + "\n" + self.extra_metrics)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = await request.json()
@@ -59,6 +61,7 @@ class FakeEngine:
         if self.busy_after is not None and len(self.prompts) >= self.busy_after:
             self.running = 1  # from this request on the engine never gets idle
         cached = len(prompt) - 1 if prompt in self.prompts else 0
+        self.sampling.append((body["temperature"], body.get("top_p"), body.get("seed")))
         self.prompts.append(prompt)
         n = body["max_tokens"]
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -290,3 +293,61 @@ def test_an_aborted_arm_keeps_its_finished_workloads(
     assert saved[-1].aborted is not None
     assert "not idle" in saved[-1].aborted
     assert saved[-1].finished_utc is None
+
+
+SAMPLED = {
+    "name": "sampled",
+    "samples": 2,
+    "warmup": 0,
+    "workloads": [
+        {"kind": "closed_loop", "name": "greedy", "concurrency": [2], "prompt_tokens": 40,
+         "max_tokens": 3},
+        {"kind": "closed_loop", "name": "sampled", "concurrency": [2], "prompt_tokens": 40,
+         "max_tokens": 3, "temperature": 1.0, "top_p": 0.95, "gate": False},
+    ],
+}  # fmt: skip
+
+
+def test_a_sampled_workload_sends_its_temperature_and_the_same_seeds_in_every_arm(
+    engine: tuple[FakeEngine, str],
+) -> None:
+    """Temperature per workload; seeded requests, so arm two sends what arm one sent."""
+    fake, url = engine
+    suite = Suite.model_validate(SAMPLED)
+    seen = []
+    for label in ("c1", "p1"):
+        fake.sampling.clear()
+        run_arm(Endpoint(url, metric_names=NAMES), suite, label=label)
+        seen.append(list(fake.sampling))
+    first, second = seen
+    greedy = [s for s in first if s[0] == 0.0]
+    sampled = [s for s in first if s[0] == 1.0]
+    assert len(greedy) == len(sampled) == 4  # 2 streams x 2 samples each
+    assert all(top_p is None and seed is None for _, top_p, seed in greedy)
+    assert all(top_p == 0.95 and seed is not None for _, top_p, seed in sampled)
+    assert len({seed for *_, seed in sampled}) == 4  # every request its own seed
+    assert sorted(map(str, second)) == sorted(map(str, first))  # the same requests in arm two
+
+
+# vLLM's info gauge as it exports it (labels of a real /metrics; the value is always 1)
+CACHE_CONFIG = (
+    "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+    "# TYPE vllm:cache_config_info gauge\n"
+    'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",'
+    'engine="0",gpu_memory_utilization="0.7",num_gpu_blocks="661"} 1.0\n'
+)
+
+
+def test_the_arm_reports_the_kv_capacity_the_engine_exports(
+    engine: tuple[FakeEngine, str],
+) -> None:
+    """Reported in the arm's identity beside the model, never a compared (gated) metric."""
+    fake, url = engine
+    suite = Suite.model_validate(SAMPLED)
+    plain = run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1")
+    assert "kv_capacity_tokens" not in plain.identity
+    fake.extra_metrics = CACHE_CONFIG
+    arm = run_arm(Endpoint(url, metric_names=NAMES), suite, label="c2")
+    assert arm.identity["kv_capacity_tokens"] == 661 * 16
+    assert (arm.identity["kv_blocks"], arm.identity["kv_block_size"]) == (661, 16)
+    assert not any("kv" in metric for point in arm.points.values() for metric in point.gate)

@@ -190,7 +190,7 @@ def test_run_benchmark_writes_arms_compare_and_summary(
     assert summary.tolerance == 0.03
     row = summary.points[0].model_dump()
     assert set(row) == {"point", "unit", "higher_is_better", "previous", "candidate", "change",
-                        "low", "high", "verdict", "gated"}  # fmt: skip
+                        "low", "high", "verdict", "gated", "tolerance_pct"}  # fmt: skip
     by_unit = {r.unit: r for r in summary.points}
     assert by_unit["tps"].candidate == pytest.approx(80.0)
     assert by_unit["tps"].previous == pytest.approx(100.0)

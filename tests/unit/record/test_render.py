@@ -174,3 +174,21 @@ def test_a_gate_without_figures_shows_only_its_reason() -> None:
     text = render_readme(_record({"release_tests": ("skipped", None)}, verdict="qualified"))
     assert "| release_tests | skipped |  | 1.00 s |" in text
     assert "## Release tests\n\n**skipped**: why\n\n## Determinism" in text
+
+
+def test_verify_checks_a_row_at_its_own_tolerance_and_never_fails_on_a_reported_row() -> None:
+    """A suite workload's 20 % (or a metric's own) tolerance decided the row; so does verify."""
+    own = summaries.point("poisson/r1", "tpot_p50_ms", higher_is_better=False, low=5.0, high=12.0)
+    own = own.model_copy(update={"verdict": "level", "tolerance_pct": 20.0})
+    reported = summaries.point("sampled/c4", "tps", low=-9.0, high=-5.0)
+    reported = reported.model_copy(update={"verdict": "slower", "gated": False})
+    summary = summaries.benchmark(points=[own, reported])
+    assert bench_problems(summary, "passed") == []
+    unchecked = summaries.benchmark(points=[own.model_copy(update={"tolerance_pct": None})])
+    assert bench_problems(unchecked, "passed") == [
+        (
+            "benchmark: poisson/r1: verdict 'level', but its interval [+5.0, +12.0] at "
+            "tolerance 3% gives 'slower'"
+        ),
+        "benchmark: outcome passed, but points do not pass: poisson/r1",
+    ]
