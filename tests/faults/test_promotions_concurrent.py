@@ -1,6 +1,7 @@
 """Fault: promotions at the same moment. Two processes x 200 promotions left 202 of 400 entries
-in `config/promoted.yaml` (each read the pointer, then replaced it with its own version) while
-the log kept 400. Pointer updates now hold a flock on `config/`, so no history is lost.
+in the promoted pointer (each read the pointer, then replaced it with its own version) while
+the log kept 400. Pointer updates now hold a flock on `config/`, so no history is lost (here
+in the default cluster's pointer, `config/promoted/local.yaml`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def test_concurrent_promotions_keep_every_history_entry(tmp_path: Path) -> None:
     for run in runs:
         _, err = run.communicate(timeout=300)
         assert run.returncode == 0, err[-2000:]
-    pointer = yaml.safe_load((tmp_path / "config" / "promoted.yaml").read_text())
+    pointer = yaml.safe_load((tmp_path / "config/promoted/local.yaml").read_text())
     entries = [pointer["current"], *pointer["history"]]
     names = {entry["release"] for entry in entries}
     assert len(entries) == PROCESSES * EACH, f"{PROCESSES * EACH - len(entries)} entries lost"
