@@ -100,8 +100,8 @@ def approved(project: Project) -> tuple[int, str, str]:
     """qualify r1 waits, `approve` from a second process; (qualify exit, its output, approve's)."""
     waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
     try:
-        said = project.decide(waiting, 1, "approve", str(project.r1), "--by", "alice",
-                              "--reason", "all gates passed")  # fmt: skip
+        said = project.decide(waiting, 1, "approve", str(project.r1), "-c", str(project.cluster),
+                              "--by", "alice", "--reason", "all gates passed")  # fmt: skip
         output = waiting.communicate(timeout=300)[0]
     finally:
         if waiting.poll() is None:
