@@ -244,3 +244,28 @@ def test_a_legacy_pointer_is_kept_and_each_cluster_starts_from_it(
     legacy = read_pointer(project, "local")  # still inherits, unchanged
     assert legacy is not None
     assert legacy.current.release == "r2"
+
+
+def test_the_promotion_deployment_moves_the_named_clusters_pointer(
+    clusters: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `promote` deployment: a cluster names the pointer; `deploy=False` only moves it."""
+    from flows.pipeline import deployments  # noqa: PLC0415
+
+    calls: list[tuple[object, ...]] = []
+
+    def flow(*args: object) -> dict[str, object]:
+        calls.append(args)
+        return {}
+
+    monkeypatch.setattr(deployments, "promote_flow", flow)
+    release = str(clusters / "releases/r1.yaml")
+    alpha = str(clusters / "config/alpha.yaml")
+    deployments.promotion.fn("r1", "alice", "why", "alpha", False)
+    deployments.promotion.fn("r1", "alice", "why", "alpha")
+    deployments.promotion.fn("r1", "alice", "why")
+    assert calls == [
+        (release, "alice", "why", None, "alpha"),
+        (release, "alice", "why", alpha, "alpha"),
+        (release, "alice", "why", None, None),
+    ]
