@@ -15,6 +15,7 @@ of every cluster. It is read as the starting pointer of each cluster that has no
 yet (what that cluster saw before), so its history is never lost; the first promotion or rollback
 on a cluster writes that cluster's own file with the legacy history in it. sparkgate never
 rewrites or removes the legacy file (other clusters may still start from it).
+
 A deploy that fails in any way (an unexpected exception included) rolls the pointer back; one
 that is interrupted (Ctrl-C, SIGTERM) puts the pointer back as it was before it stops.
 
