@@ -2,10 +2,13 @@
 
 `approve` and `reject` answer a qualification that waits (paused) for a decision, from any other
 terminal: they find the paused run of that release and resume it with the decision, and the
-waiting flow then promotes or records the rejection. `promote` decides later, for a release
-qualified with `--no-wait`; `rollback` returns to the previous promoted release on purpose.
-With `--deploy` both also start the promoted release on the cluster and verify it; SIGTERM then
-cleans up like Ctrl-C (lock released, pointer put back).
+waiting flow then promotes or records the rejection on the cluster it qualified on (`-c` picks
+one when qualifications of the release wait on several clusters). `promote` decides later, for a
+release qualified with `--no-wait`; `rollback` returns to the previous promoted release on
+purpose. Both act on one cluster's pointer: `-c CLUSTER`, else the default cluster `local`, as
+every other command; no other cluster's pointer moves. With `--deploy` both also start the
+promoted release on that cluster and verify it; SIGTERM then cleans up like Ctrl-C (lock
+released, pointer put back).
 """
 
 from __future__ import annotations
@@ -17,14 +20,33 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
-from flows.commands.cluster import ClusterOption, cluster_path, load_cluster
+from flows.commands.cluster import cluster_path, load_cluster
 from flows.commands.signals import terminate_as_interrupt
 from flows.ui.console import err_console
 
+DEFAULT_CLUSTER = "local"  # as flows.pipeline.promote.DEFAULT_CLUSTER (no Prefect import here)
 ByOption = Annotated[str | None, typer.Option("--by", help="Who decides (default: your login).")]
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why.")]
 DeployOption = Annotated[
     bool, typer.Option("--deploy", help="Start it on the cluster, verify, roll back on failure.")
+]
+ClusterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        "-c",
+        help="Whose pointer: a cluster file, or a name: config/NAME.yaml, or `lab` "
+        "(default: local).",
+    ),
+]
+WaitingOnOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        "-c",
+        help="The qualification waiting on this cluster (file or name; default: the one that "
+        "waits).",
+    ),
 ]
 ReleaseArgument = Annotated[
     str, typer.Argument(help="Release file or name, e.g. releases/r2.yaml.")
@@ -44,88 +66,113 @@ def release_file(release: str) -> Path:
 
 
 def approve(
-    release: ReleaseArgument, by: ByOption = None, reason: ReasonOption = ""
-) -> None:  # fmt: skip
-    """Approve the waiting qualification of RELEASE; it then promotes the release."""
-    _resume(release, "approve", by, reason)
+    release: ReleaseArgument,
+    by: ByOption = None,
+    reason: ReasonOption = "",
+    cluster: WaitingOnOption = None,
+) -> None:
+    """Approve the waiting qualification of RELEASE; it then promotes the release on its cluster."""
+    _resume(release, "approve", by, reason, cluster)
 
 
 def reject(
     release: ReleaseArgument,
     reason: Annotated[str, typer.Option("--reason", help="Why (required).")],
     by: ByOption = None,
+    cluster: WaitingOnOption = None,
 ) -> None:
     """Reject the waiting qualification of RELEASE (recorded in the promotions log)."""
-    _resume(release, "reject", by, reason)
+    _resume(release, "reject", by, reason, cluster)
 
 
 def promote(
     release: ReleaseArgument,
     deploy: DeployOption = False,
-    cluster: ClusterOption = "local",
+    cluster: ClusterOption = None,
     by: ByOption = None,
     reason: ReasonOption = "",
 ) -> None:
-    """Promote RELEASE now (its latest record must show every gate passed for this build)."""
+    """Promote RELEASE on one cluster now (its latest record must pass every gate, this build)."""
     from flows.settings import prefect_environment  # noqa: PLC0415
 
     path = release_file(release)
-    target = _cluster_file(cluster) if deploy else None
+    name, target = pointer_cluster(cluster, deploy=deploy)
     prefect_environment()
     from flows.pipeline.promote import promote_release  # noqa: PLC0415
 
     with terminate_as_interrupt():
         pointer = promote_release(
-            path, by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say
-        )
-    _print_current(pointer.current.release, pointer.current.record)
+            path, by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
+            say=_say,
+        )  # fmt: skip
+    _print_current(name, pointer.current.release, pointer.current.record)
 
 
 def rollback(
     deploy: DeployOption = False,
-    cluster: ClusterOption = "local",
+    cluster: ClusterOption = None,
     by: ByOption = None,
     reason: ReasonOption = "",
 ) -> None:
-    """Return to the previous promoted release (and deploy it with --deploy)."""
+    """Return one cluster to its previous promoted release (and deploy it with --deploy)."""
     from flows.settings import prefect_environment  # noqa: PLC0415
 
-    target = _cluster_file(cluster) if deploy else None
+    name, target = pointer_cluster(cluster, deploy=deploy)
     prefect_environment()
     from flows.pipeline.promote import rollback as roll_back  # noqa: PLC0415
 
     with terminate_as_interrupt():
         pointer = roll_back(
-            by=by or getpass.getuser(), reason=reason, cluster_file=target, say=_say
-        )
-    _print_current(pointer.current.release, pointer.current.record)
+            by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
+            say=_say,
+        )  # fmt: skip
+    _print_current(name, pointer.current.release, pointer.current.record)
+
+
+def pointer_cluster(option: str | None, *, deploy: bool) -> tuple[str, Path | None]:
+    """Whose pointer a command moves, and the cluster file to deploy to (None: no deploy).
+
+    A `-c` given must name a valid cluster file (SpecError, exit 2, before anything moves); its
+    `name` keys the pointer. Without `-c` the pointer is the default cluster's (`local`), and
+    only a deploy needs its file.
+    """
+    if option is None and not deploy:
+        return DEFAULT_CLUSTER, None
+    chosen = option or DEFAULT_CLUSTER
+    loaded = load_cluster(chosen)  # validated before anything starts
+    return loaded.name, cluster_path(chosen).resolve() if deploy else None
 
 
 def _resume(
-    release: str, decision: Literal["approve", "reject"], by: str | None, reason: str
+    release: str,
+    decision: Literal["approve", "reject"],
+    by: str | None,
+    reason: str,
+    cluster: str | None,
 ) -> None:
     from flows.settings import prefect_environment  # noqa: PLC0415
 
     name = Path(release).stem
+    waiting_on = None
+    if cluster is not None:
+        load_cluster(cluster)  # validated before anything is sent
+        waiting_on = cluster_path(cluster).resolve()
     prefect_environment()
     from flows.pipeline.promote import Decision, resume_paused  # noqa: PLC0415
 
     answer = Decision(decision=decision, by=by or getpass.getuser(), reason=reason)
-    run = resume_paused(release, answer)
+    run = resume_paused(release, answer, waiting_on)
     err_console.print(f"{escape(name)}: {decision} sent to the waiting qualification (run {run})")
-
-
-def _cluster_file(cluster: str) -> Path:
-    load_cluster(cluster)  # validated before anything starts
-    return cluster_path(cluster).resolve()
 
 
 def _say(line: str) -> None:
     err_console.print(escape(line))
 
 
-def _print_current(release: str, record: str) -> None:
-    err_console.print(f"[green]promoted: {escape(release)}[/] (record {escape(record)})")
+def _print_current(cluster: str, release: str, record: str) -> None:
+    err_console.print(
+        f"[green]promoted on {escape(cluster)}: {escape(release)}[/] (record {escape(record)})"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -66,12 +66,22 @@ def promotion(
     by: Annotated[str, Field(min_length=1)],
     reason: Annotated[str, Field(min_length=1)],
     cluster: Name | None = None,
+    deploy: bool = True,
 ) -> dict[str, Any]:
-    """Promote a qualified release (refused unless its latest record passed every gate).
+    """Promote a qualified release on one cluster (refused unless its record passed every gate).
 
-    With a cluster, the promoted release is also deployed there and rolled back on failure.
+    Only that cluster's pointer moves: `cluster`'s, or the default cluster's (`local`) without
+    one. With a cluster and `deploy` (the default), the promoted release is also deployed there
+    and rolled back on failure; `deploy=False` only moves the pointer.
     """
+    from flows.spec.cluster import Cluster  # noqa: PLC0415
+    from flows.spec.load import load_model  # noqa: PLC0415
+
     release_file = resolve_spec(release, "releases")
-    cluster_file = str(resolve_spec(cluster, "config")) if cluster else None
-    result: dict[str, Any] = promote_flow(str(release_file), by, reason, cluster_file)
+    name, target = None, None
+    if cluster is not None:
+        cluster_file = resolve_spec(cluster, "config")
+        name = load_model(cluster_file, Cluster).name  # a bad cluster file fails before anything
+        target = str(cluster_file) if deploy else None
+    result: dict[str, Any] = promote_flow(str(release_file), by, reason, target, name)
     return result

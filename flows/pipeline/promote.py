@@ -1,12 +1,21 @@
 """Promotion: a person's decision turns a qualified release into the promoted one, reversibly.
 
 Why it exists: a release reaches production only after every gate passed for the very build
-that would be deployed, and only by a named person with a reason. The promoted release is one
-file, `config/promoted.yaml` (current entry plus the earlier promoted ones, newest first), always
-replaced by rename so a reader sees the old pointer or the new one. Every decision (promoted,
-rejected, no decision in time, deployed, deploy failed, rolled back) is appended as one JSON line to
-`experiments/promotions.jsonl`, which is never rewritten. Every read-modify-write of the pointer
+that would be deployed, and only by a named person with a reason. Each cluster has its own
+promoted release: a release promoted for the TP3 triangle is not thereby promoted for the TP4
+ring. A cluster's pointer is one file, `config/promoted/<cluster>.yaml` (named by the cluster's
+`name`; current entry plus the earlier promoted ones, newest first), always replaced by rename so
+a reader sees the old pointer or the new one. Every decision (promoted, rejected, no decision in
+time, deployed, deploy failed, rolled back) is appended as one JSON line, naming the cluster, to
+`experiments/promotions.jsonl`, which is never rewritten. Every read-modify-write of a pointer
 holds an exclusive `flock` on the `config/` folder, so concurrent promotions never lose history.
+
+Before pointers were per cluster, one project-wide `config/promoted.yaml` was the promoted release
+of every cluster. It is read as the starting pointer of each cluster that has no file of its own
+yet (what that cluster saw before), so its history is never lost; the first promotion or rollback
+on a cluster writes that cluster's own file with the legacy history in it. sparkgate never
+rewrites or removes the legacy file (other clusters may still start from it).
+
 A deploy that fails in any way (an unexpected exception included) rolls the pointer back; one
 that is interrupted (Ctrl-C, SIGTERM) puts the pointer back as it was before it stops.
 
@@ -22,12 +31,13 @@ import asyncio
 import fcntl
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
 import yaml
@@ -67,11 +77,14 @@ from flows.record.brief import headline_changes
 from flows.record.model import Record, verdict_passes
 from flows.record.reader import published_shapes
 from flows.settings import project_root, state_dir
+from flows.spec.cluster import NAME as CLUSTER_NAME
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, load_release
 
-POINTER_FILE = Path("config/promoted.yaml")
+POINTER_DIR = Path("config/promoted")
+LEGACY_POINTER_FILE = Path("config/promoted.yaml")
+DEFAULT_CLUSTER = "local"  # the cluster every command uses without -c (config/local.yaml)
 LOG_FILE = Path("experiments/promotions.jsonl")
 QUALIFY_FLOW = "qualify-release"
 SPOT_CHECK_PROMPTS = 3
@@ -80,6 +93,14 @@ POLL_S = 1
 AWAITING = "awaiting promotion"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _T = TypeVar("_T")
+
+
+class _HasParameters(Protocol):
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
+
+_Run = TypeVar("_Run", bound=_HasParameters)
 
 
 class Decision(RunInput):
@@ -105,7 +126,7 @@ class PromotedEntry(BaseModel):
 
 
 class Pointer(BaseModel):
-    """config/promoted.yaml: the promoted release and the earlier ones, newest first."""
+    """config/promoted/<cluster>.yaml: a cluster's promoted release and the earlier ones."""
 
     model_config = _FROZEN
 
@@ -125,6 +146,9 @@ class LogEntry(BaseModel):
     release: str
     by: str
     reason: str
+    cluster: str | None = Field(
+        default=None, description="The cluster whose pointer moved (absent in older lines)."
+    )
     build_digest: str | None = None
     record: str | None = None
     evidence: list[str] = Field(default=[], description="Evidence folders of failed boots.")
@@ -201,6 +225,21 @@ def spot_check_differences(
     return found
 
 
+def pointer_file(cluster: str) -> Path:
+    """A cluster's pointer, relative to the project root; SpecError for a name unfit for a path.
+
+    Cluster names are checked by the cluster spec (letters, digits, `_.-`, no leading dot), so a
+    name never leaves `config/promoted/`; a name given some other way is checked the same way.
+    """
+    if not re.fullmatch(CLUSTER_NAME, cluster):
+        raise SpecError(
+            f"{cluster!r} is not a cluster name",
+            key="cluster",
+            expected=f"a name like {CLUSTER_NAME}",
+        )
+    return POINTER_DIR / f"{cluster}.yaml"
+
+
 def relative_to_root(path: Path, root: Path) -> str:
     """A path as stored in the pointer and log: relative to the project root when inside it."""
     resolved = path.resolve()
@@ -210,10 +249,13 @@ def relative_to_root(path: Path, root: Path) -> str:
 # -- pointer and log -----------------------------------------------------------------------------
 
 
-def read_pointer(root: Path) -> Pointer | None:
-    """The promoted pointer, or None before the first promotion."""
-    path = root / POINTER_FILE
-    if not path.is_file():
+def read_pointer(root: Path, cluster: str = DEFAULT_CLUSTER) -> Pointer | None:
+    """The cluster's promoted pointer, or None before the first promotion.
+
+    A cluster without a file of its own starts from the legacy project-wide pointer, if any.
+    """
+    path = pointer_source(root, cluster)
+    if path is None:
         return None
     try:
         return Pointer.model_validate(yaml.safe_load(path.read_text()))
@@ -223,10 +265,28 @@ def read_pointer(root: Path) -> Pointer | None:
         ) from None
 
 
+def pointer_source(root: Path, cluster: str) -> Path | None:
+    """The file the cluster's pointer is read from: its own, else the legacy one, else None."""
+    own = root / pointer_file(cluster)
+    if own.is_file():
+        return own
+    legacy = root / LEGACY_POINTER_FILE
+    return legacy if legacy.is_file() else None
+
+
+def inherits_legacy(root: Path, cluster: str) -> bool:
+    """Whether the cluster's pointer is still the legacy project-wide `config/promoted.yaml`."""
+    return pointer_source(root, cluster) == root / LEGACY_POINTER_FILE
+
+
 @contextmanager
 def pointer_lock(root: Path) -> Iterator[None]:
-    """Hold the pointer's folder exclusively (flock, released by the kernel if we die)."""
-    folder = (root / POINTER_FILE).parent
+    """Hold the `config/` folder exclusively (flock, released by the kernel if we die).
+
+    One lock for every cluster's pointer and the legacy file beside them: pointer updates are
+    rare and short, and a cluster's first write reads the legacy file.
+    """
+    folder = root / LEGACY_POINTER_FILE.parent
     folder.mkdir(parents=True, exist_ok=True)
     handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -237,34 +297,35 @@ def pointer_lock(root: Path) -> Iterator[None]:
 
 
 def switch_pointer(
-    root: Path, change: Callable[[Pointer | None], Pointer]
+    root: Path, cluster: str, change: Callable[[Pointer | None], Pointer]
 ) -> tuple[Pointer | None, Pointer]:
-    """Apply `change` to the pointer under `pointer_lock`; (before, after)."""
+    """Apply `change` to the cluster's pointer under `pointer_lock`; (before, after)."""
     with pointer_lock(root):
-        before = read_pointer(root)
+        before = read_pointer(root, cluster)
         after = change(before)
-        write_pointer(root, after)
+        write_pointer(root, after, cluster)
         return before, after
 
 
-def restore_pointer(root: Path, expected: Pointer, original: Pointer | None) -> bool:
-    """Put `original` back (no pointer when None) if the pointer is still `expected`.
+def restore_pointer(root: Path, cluster: str, expected: Pointer, original: Pointer | None) -> bool:
+    """Put `original` back (no pointer when None) if the cluster's pointer is still `expected`.
 
     False when another promotion changed the pointer meanwhile: it is left as that one wrote it.
     """
     with pointer_lock(root):
-        if read_pointer(root) != expected:
+        if read_pointer(root, cluster) != expected:
             return False
         if original is None:
-            (root / POINTER_FILE).unlink(missing_ok=True)
+            (root / pointer_file(cluster)).unlink(missing_ok=True)
         else:
-            write_pointer(root, original)
+            write_pointer(root, original, cluster)
         return True
 
 
-def write_pointer(root: Path, pointer: Pointer) -> Path:
-    """Replace the pointer atomically (temporary file, fsync, rename)."""
-    path = root / POINTER_FILE
+def write_pointer(root: Path, pointer: Pointer, cluster: str = DEFAULT_CLUSTER) -> Path:
+    """Replace the cluster's pointer atomically (temporary file, fsync, rename)."""
+    path = root / pointer_file(cluster)
+    path.parent.mkdir(parents=True, exist_ok=True)
     header = "# Written by `sparkgate promote/approve/rollback`; do not edit by hand.\n"
     data = pointer.model_dump(mode="json")
     write_text(path, header + yaml.safe_dump(data, sort_keys=False))
@@ -352,35 +413,65 @@ def deployed_release(release: Release, entry: PromotedEntry, record: Record) -> 
     return pinned(release, str(built.get("tag") or entry.build_digest), entry.build_digest)
 
 
+def target_cluster(
+    cluster: str | None, cluster_file: Path | str | None
+) -> tuple[str, Cluster | None]:
+    """Whose pointer moves, and the cluster to deploy to (None: no deploy).
+
+    With a cluster file, its `name` names the pointer; else `cluster`, else the default cluster.
+    """
+    if cluster_file is None:
+        name = cluster or DEFAULT_CLUSTER
+        pointer_file(name)  # a name unfit for a path is refused before anything moves
+        return name, None
+    loaded = load_model(cluster_file, Cluster)
+    if cluster is not None and cluster != loaded.name:
+        raise SpecError(
+            f"the deploy target is cluster {loaded.name!r}, but the pointer of {cluster!r} was "
+            "named", file=cluster_file, key="name", expected=repr(cluster),
+        )  # fmt: skip
+    return loaded.name, loaded
+
+
 def promote_release(
     release_file: Path | str,
     *,
     by: str,
     reason: str,
+    cluster: str | None = None,
     cluster_file: Path | str | None = None,
     say: LineSink = silent,
 ) -> Pointer:
-    """Promote a qualified release; with a cluster file, deploy it (rolled back on failure)."""
+    """Promote a qualified release on one cluster's pointer (default: the default cluster).
+
+    With a cluster file, that cluster's pointer moves and the release is deployed there (rolled
+    back on failure).
+    """
     root, state = project_root(), state_dir()
-    cluster = load_model(cluster_file, Cluster) if cluster_file is not None else None
+    name, target = target_cluster(cluster, cluster_file)
     entry = checked_entry(
         Path(release_file), by=by, reason=reason, root=root, state=state, say=say,
-        shape=cluster.shape if cluster is not None else None,
+        shape=target.shape if target is not None else None,
     )  # fmt: skip
-    before, after = switch_pointer(root, lambda pointer: promoted(pointer, entry))
-    append_log(root, _log(entry, "promoted"))
-    say(f"promoted {entry.release} (build {entry.build_digest[:12]}, record {entry.record})")
-    if cluster is None:
+    legacy = inherits_legacy(root, name)
+    before, after = switch_pointer(root, name, lambda pointer: promoted(pointer, entry))
+    _say_legacy(legacy, name, say)
+    append_log(root, _log(entry, "promoted", cluster=name))
+    say(
+        f"promoted {entry.release} on {name} (build {entry.build_digest[:12]}, "
+        f"record {entry.record})"
+    )
+    if target is None:
         return after
     problem, evidence = _guarded_deploy(
-        cluster, entry, root=root, state=state, say=say, expected=after, original=before
+        target, entry, root=root, state=state, say=say, expected=after, original=before
     )
     if problem is None:
-        append_log(root, _log(entry, "deployed", detail=f"on {cluster.name}"))
+        append_log(root, _log(entry, "deployed", cluster=name, detail=f"on {name}"))
         return after
-    append_log(root, _log(entry, "deploy-failed", detail=problem, evidence=evidence))
+    append_log(root, _log(entry, "deploy-failed", cluster=name, detail=problem, evidence=evidence))
     say(f"deploy of {entry.release} failed: {problem}; rolling back")
-    if not restore_pointer(root, after, before):
+    if not restore_pointer(root, name, after, before):
         raise PromotionError(
             f"deploy of {entry.release} failed: {problem}; the pointer was changed by another "
             "promotion meanwhile and is left as that one wrote it "
@@ -392,7 +483,7 @@ def promote_release(
             f"{problem} (evidence: {', '.join(evidence) or 'none'})"
         )
     back, back_evidence = _deploy_or_problem(
-        cluster, before.current, root=root, state=state, say=say
+        target, before.current, root=root, state=state, say=say
     )
     detail = f"automatic, after the deploy of {entry.release} failed: {problem}"
     if back is not None:
@@ -400,7 +491,7 @@ def promote_release(
     append_log(
         root,
         _log(
-            before.current, "rolled-back", by=by, reason=reason, detail=detail,
+            before.current, "rolled-back", cluster=name, by=by, reason=reason, detail=detail,
             evidence=[*evidence, *back_evidence],
         ),
     )  # fmt: skip
@@ -411,21 +502,38 @@ def promote_release(
     )
 
 
+def _say_legacy(legacy: bool, cluster: str, say: LineSink) -> None:
+    if legacy:
+        say(
+            f"{cluster} had no pointer of its own: started from the project-wide "
+            f"{LEGACY_POINTER_FILE} (left as it is) and wrote {pointer_file(cluster)}"
+        )
+
+
 def rollback(
     *,
     by: str,
     reason: str,
+    cluster: str | None = None,
     cluster_file: Path | str | None = None,
     say: LineSink = silent,
 ) -> Pointer:
-    """Return to the previous promoted release on purpose (and deploy it with a cluster)."""
+    """Return one cluster's pointer to its previous release on purpose (deploy it with a file).
+
+    Every other cluster's pointer stays as it is.
+    """
     root, state = project_root(), state_dir()
-    cluster = load_model(cluster_file, Cluster) if cluster_file is not None else None
-    before, restored = switch_pointer(root, rolled_back)
+    name, target = target_cluster(cluster, cluster_file)
+    legacy = inherits_legacy(root, name)
+    try:
+        before, restored = switch_pointer(root, name, rolled_back)
+    except PromotionError as error:  # nothing to roll back to: nothing moved
+        raise PromotionError(f"{name}: {error}") from None
+    _say_legacy(legacy, name, say)
     problem, evidence = None, list[str]()
-    if cluster is not None:
+    if target is not None:
         problem, evidence = _guarded_deploy(
-            cluster,
+            target,
             restored.current,
             root=root,
             state=state,
@@ -436,11 +544,14 @@ def rollback(
     detail = "on purpose" + ("" if problem is None else f"; deploy failed: {problem}")
     append_log(
         root,
-        _log(restored.current, "rolled-back", by=by, reason=reason, detail=detail,
+        _log(restored.current, "rolled-back", cluster=name, by=by, reason=reason, detail=detail,
              evidence=evidence),
     )  # fmt: skip
     if problem is not None:
-        raise PromotionError(f"rolled back to {restored.current.release} but it failed: {problem}")
+        raise PromotionError(
+            f"{name}: rolled back to {restored.current.release} but it failed: {problem}"
+        )
+    say(f"rolled back {name} to {restored.current.release}")
     return restored
 
 
@@ -472,11 +583,11 @@ def _guarded_deploy(
     try:
         return _deploy_or_problem(cluster, entry, root=root, state=state, say=say)
     except BaseException:
-        restored = restore_pointer(root, expected, original)
+        restored = restore_pointer(root, cluster.name, expected, original)
         append_log(
             root,
             _log(
-                entry, "rolled-back",
+                entry, "rolled-back", cluster=cluster.name,
                 detail="deploy interrupted; "
                 + ("pointer restored" if restored else "pointer changed meanwhile, left as is"),
             ),
@@ -488,6 +599,7 @@ def _log(
     entry: PromotedEntry,
     action: Literal["promoted", "deployed", "deploy-failed", "rolled-back"],
     *,
+    cluster: str,
     by: str | None = None,
     reason: str | None = None,
     detail: str = "",
@@ -495,17 +607,21 @@ def _log(
 ) -> LogEntry:
     return LogEntry(
         at=datetime.now(UTC), action=action, release=entry.release, by=by or entry.by,
-        reason=entry.reason if reason is None else reason, build_digest=entry.build_digest,
+        reason=entry.reason if reason is None else reason, cluster=cluster,
+        build_digest=entry.build_digest,
         record=entry.record, evidence=list(evidence), detail=detail,
     )  # fmt: skip
 
 
-def log_rejection(release: str, *, by: str, reason: str) -> None:
-    """Record a rejection (the release stays unpromoted)."""
+def log_rejection(release: str, *, by: str, reason: str, cluster: str | None = None) -> None:
+    """Record a rejection on a cluster (the release stays unpromoted there)."""
     append_log(
         project_root(),
-        LogEntry(at=datetime.now(UTC), action="rejected", release=release, by=by, reason=reason),
-    )
+        LogEntry(
+            at=datetime.now(UTC), action="rejected", release=release, by=by, reason=reason,
+            cluster=cluster,
+        ),
+    )  # fmt: skip
 
 
 # -- deploy --------------------------------------------------------------------------------------
@@ -592,8 +708,11 @@ async def _spot_check(
 # -- the paused qualification --------------------------------------------------------------------
 
 
-def resume_paused(release: str, decision: Decision) -> str:
+def resume_paused(release: str, decision: Decision, cluster_file: Path | None = None) -> str:
     """Find the paused qualification of `release` (a name or its file) and resume it; the run id.
+
+    With `cluster_file`, only a qualification on that cluster is resumed; without it, the one
+    waiting run of `release`, refused (naming their clusters) when runs on several clusters wait.
 
     Talks to the server the waiting run polls: PREFECT_API_URL, else this project's running
     embedded server (a waiting `sparkgate qualify` keeps one). Retries while a database is
@@ -607,10 +726,10 @@ def resume_paused(release: str, decision: Decision) -> str:
                 f"no paused qualification of {release} is waiting for a decision "
                 "(no `sparkgate qualify` of this project is running)"
             )
-        return _resume_on(url, release, decision)
+        return _resume_on(url, release, decision, cluster_file)
 
 
-def _resume_on(url: str, release: str, decision: Decision) -> str:
+def _resume_on(url: str, release: str, decision: Decision, cluster_file: Path | None) -> str:
     paused = FlowRunFilter(
         state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
     )
@@ -620,12 +739,30 @@ def _resume_on(url: str, release: str, decision: Decision) -> str:
             runs = _retry(lambda: client.read_flow_runs(flow_filter=named, flow_run_filter=paused))
     except (RuntimeError, OSError, httpx.TransportError) as error:  # the server went away
         raise PromotionError(f"could not reach the Prefect API at {url}: {error}") from error
-    matching = [run for run in runs if matches_release(release, run.parameters)]
-    if not matching:
-        raise PromotionError(f"no paused qualification of {release} is waiting for a decision")
-    run = matching[0]
+    run = waiting_run(runs, release, cluster_file)
     _retry(lambda: resume_flow_run(run.id, run_input=decision.model_dump(mode="json")))
     return str(run.id)
+
+
+def waiting_run(runs: Sequence[_Run], release: str, cluster_file: Path | None) -> _Run:
+    """The paused run a decision about `release` (on `cluster_file`, when given) is for.
+
+    Refused when none waits, and when runs of `release` wait on several clusters and none was
+    named: an approval moves the pointer of the run's cluster, so it must not be a guess.
+    """
+    matching = [run for run in runs if matches_release(release, run.parameters)]
+    if cluster_file is not None:
+        matching = [run for run in matching if matches_cluster(cluster_file, run.parameters)]
+    if not matching:
+        on = f" on {cluster_file}" if cluster_file is not None else ""
+        raise PromotionError(f"no paused qualification of {release}{on} is waiting for a decision")
+    clusters = sorted({str(run.parameters.get("cluster_file", "")) for run in matching})
+    if len(clusters) > 1:
+        raise PromotionError(
+            f"qualifications of {release} wait on several clusters ({', '.join(clusters)}); "
+            "name one with -c CLUSTER"
+        )
+    return matching[0]
 
 
 def matches_release(release: str, parameters: Mapping[str, Any]) -> bool:
@@ -635,6 +772,12 @@ def matches_release(release: str, parameters: Mapping[str, Any]) -> bool:
     if given.is_file():
         return file == given.resolve()
     return file.stem == release
+
+
+def matches_cluster(cluster_file: Path, parameters: Mapping[str, Any]) -> bool:
+    """Whether a qualification run ran on the cluster of `cluster_file` (the same file)."""
+    given = parameters.get("cluster_file")
+    return given is not None and Path(str(given)).resolve() == cluster_file.resolve()
 
 
 def _retry(call: Callable[[], _T]) -> _T:
@@ -657,28 +800,32 @@ def decide_promotion(
     """At the end of a passing qualification: wait for a person, then promote or reject.
 
     Runs inside the qualify flow (it pauses that flow run). Without `wait` the release stays
-    qualified and awaits `sparkgate promote`. A rejection is logged and raised.
+    qualified and awaits `sparkgate promote`. A rejection is logged and raised. The decision is
+    about the cluster the record was qualified on (its `cluster_name`): an approval moves that
+    cluster's pointer only.
     """
     if not wait:
         return AWAITING
+    described = described_record(record)
+    cluster = described.cluster_name if described is not None else None
     say(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
     form = Decision.with_initial_data(
-        description=decision_description(release.name, described_record(record), str(record)),
+        description=decision_description(release.name, described, str(record)),
         decision="approve",
     )
     timeout = pause_timeout_s(release)
     try:
         answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=POLL_S)
     except FlowPauseTimeout as error:
-        entry, message = no_decision(release, release_file, record, timeout)
+        entry, message = no_decision(release, release_file, record, timeout, cluster=cluster)
         append_log(project_root(), entry)
         raise PromotionError(message) from error
     if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
         raise PromotionError(f"{release.name}: the decision came back empty")
     if answer.decision == "reject":
-        log_rejection(release.name, by=answer.by, reason=answer.reason)
+        log_rejection(release.name, by=answer.by, reason=answer.reason, cluster=cluster)
         raise PromotionError(f"{release.name} rejected by {answer.by}: {answer.reason}")
-    promote_release(release_file, by=answer.by, reason=answer.reason, say=say)
+    promote_release(release_file, by=answer.by, reason=answer.reason, cluster=cluster, say=say)
     return f"promoted by {answer.by}"
 
 
@@ -688,21 +835,23 @@ def pause_timeout_s(release: Release) -> int:
 
 
 def no_decision(
-    release: Release, release_file: str, record: Path, timeout: int
+    release: Release, release_file: str, record: Path, timeout: int, cluster: str | None = None
 ) -> tuple[LogEntry, str]:
     """The log line and the flow's failure message when nobody decided within `timeout` s.
 
-    The record stays published and qualified; only the wait ended, so `promote` can decide later.
+    The record stays published and qualified; only the wait ended, so `promote` can decide later
+    (for the cluster it qualified on, when known).
     """
     stored = relative_to_root(record, project_root())
     detail = f"no decision within {timeout} s (promotion.timeout_s)"
     entry = LogEntry(
         at=datetime.now(UTC), action="no-decision", release=release.name, by="sparkgate",
-        reason="", record=stored, detail=detail,
+        reason="", cluster=cluster, record=stored, detail=detail,
     )  # fmt: skip
+    on = f" -c {cluster}" if cluster is not None else ""
     message = (
         f"{release.name}: qualified, but {detail}; the record {stored} stands: decide later "
-        f"with `sparkgate promote {release_file}`"
+        f"with `sparkgate promote {release_file}{on}`"
     )
     return entry, message
 
@@ -754,8 +903,18 @@ def described_record(path: Path) -> Record | None:
 
 @flow(name="promote-release", validate_parameters=False)
 def promote_flow(
-    release_file: str, by: str, reason: str = "", cluster_file: str | None = None
+    release_file: str,
+    by: str,
+    reason: str = "",
+    cluster_file: str | None = None,
+    cluster: str | None = None,
 ) -> dict[str, Any]:
-    """The promotion as a Prefect flow (for deployments): promote, optionally deploy."""
-    pointer = promote_release(release_file, by=by, reason=reason, cluster_file=cluster_file)
+    """The promotion as a Prefect flow (for deployments): promote on a cluster, maybe deploy.
+
+    With `cluster_file` that cluster's pointer moves and the release is deployed there; with
+    only `cluster` (a name) that cluster's pointer moves; with neither, the default cluster's.
+    """
+    pointer = promote_release(
+        release_file, by=by, reason=reason, cluster=cluster, cluster_file=cluster_file
+    )
     return dict(pointer.model_dump(mode="json"))

@@ -1,8 +1,9 @@
 """One of several real processes promoting releases into one project at the same time.
 
-`python promoter.py NAME COUNT` runs `promote_release` COUNT times (releases NAME-0 ...), each a
-real pointer update and log line in $SPARKGATE_ROOT; only the qualification check is replaced,
-since these releases were never built.
+`python promoter.py NAME COUNT [CLUSTER]` runs `promote_release` COUNT times (releases NAME-0
+...) on CLUSTER's pointer (default: the default cluster's), each a real pointer update and log
+line in $SPARKGATE_ROOT; only the qualification check is replaced, since these releases were
+never built.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ prefect_environment()
 from flows.pipeline import promote  # noqa: E402
 
 
-def main(name: str, count: int) -> None:
+def main(name: str, count: int, cluster: str | None = None) -> None:
     for number in range(count):
         release = f"{name}-{number}"
 
@@ -31,8 +32,8 @@ def main(name: str, count: int) -> None:
             )  # fmt: skip
 
         promote.checked_entry = entry  # type: ignore[assignment]
-        promote.promote_release(f"releases/{release}.yaml", by=name, reason="race")
+        promote.promote_release(f"releases/{release}.yaml", by=name, reason="race", cluster=cluster)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4])

@@ -43,12 +43,14 @@ class Project(project.Project):
 
     def __init__(self, root: Path, cluster: str = "promotetest") -> None:
         super().__init__(root, cluster)
+        self.name = cluster
         self.r1 = self.release("r1", "releases/r1.yaml")
         self.crash = self.release("crash-on-boot", "releases/faulty/crash-on-boot.yaml")
 
     def pointer(self) -> dict[str, object]:
-        """config/promoted.yaml as data."""
-        return dict(yaml.safe_load((self.root / "config/promoted.yaml").read_text()))
+        """The module cluster's pointer, config/promoted/promotetest.yaml, as data."""
+        path = self.root / "config/promoted" / f"{self.name}.yaml"
+        return dict(yaml.safe_load(path.read_text()))
 
     def published(self, release: str) -> list[str]:
         """Names of the release's published records."""
@@ -98,8 +100,8 @@ def approved(project: Project) -> tuple[int, str, str]:
     """qualify r1 waits, `approve` from a second process; (qualify exit, its output, approve's)."""
     waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
     try:
-        said = project.decide(waiting, 1, "approve", str(project.r1), "--by", "alice",
-                              "--reason", "all gates passed")  # fmt: skip
+        said = project.decide(waiting, 1, "approve", str(project.r1), "-c", str(project.cluster),
+                              "--by", "alice", "--reason", "all gates passed")  # fmt: skip
         output = waiting.communicate(timeout=300)[0]
     finally:
         if waiting.poll() is None:
@@ -124,7 +126,10 @@ def test_approve_from_another_process_promotes(
     assert record is not None
     assert current["build_digest"] == record.build_digest
     assert current["record"] == f"experiments/{record.name}"
-    assert [(e["action"], e["release"]) for e in project.log()] == [("promoted", "r1")]
+    assert [(e["action"], e["release"], e["cluster"]) for e in project.log()] == [
+        ("promoted", "r1", "promotetest"),
+    ]  # the cluster it qualified on, whose pointer alone moved
+    assert not (project.root / "config/promoted/local.yaml").exists()
 
 
 def test_reject_from_another_process_leaves_the_pointer(
@@ -145,8 +150,8 @@ def test_reject_from_another_process_leaves_the_pointer(
     assert "r1 rejected by bob: not today" in output
     assert project.pointer() == before
     last = project.log()[-1]
-    assert (last["action"], last["release"], last["by"], last["reason"]) == (
-        "rejected", "r1", "bob", "not today",
+    assert (last["action"], last["release"], last["by"], last["reason"], last["cluster"]) == (
+        "rejected", "r1", "bob", "not today", "promotetest",
     )  # fmt: skip
 
 
@@ -189,6 +194,7 @@ def test_deploy_of_a_release_that_crashes_on_boot_rolls_back(
     assert actions[-3:] == [
         ("promoted", "crash-on-boot"), ("deploy-failed", "crash-on-boot"), ("rolled-back", "r1"),
     ]  # fmt: skip
+    assert {e["cluster"] for e in log[-3:]} == {"promotetest"}
     failed = log[-2]
     assert "boot failed" in str(failed["detail"])
     evidence = failed["evidence"]

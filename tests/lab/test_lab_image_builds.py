@@ -154,7 +154,7 @@ def test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorde
                           "-c", cluster_file)  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr[-4000:]
         assert "running the release's build command" not in done.stderr
-        pointer = yaml.safe_load((tmp_path / "config" / "promoted.yaml").read_text())
+        pointer = yaml.safe_load((tmp_path / f"config/promoted/{cluster.name}.yaml").read_text())
         assert pointer["current"]["build_digest"] == made_id
         running = [c for c in head.containers.list() if c.name.startswith("sparkgate-")]
         assert [c.image.id for c in running] == [made_id]

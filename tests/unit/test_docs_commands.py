@@ -77,6 +77,10 @@ SCALE_OUT = (
 PROMOTE_CLI = (
     "tests/unit/promote/test_pointer_and_cli.py::test_promote_then_rollback_updates_pointer_and_log"
 )
+PER_CLUSTER = (
+    "tests/unit/promote/test_per_cluster.py::"
+    "test_promote_and_rollback_move_one_clusters_pointer_only"
+)
 CALIBRATE = (
     f"{INTEGRATION}/test_calibrate_flow.py::test_calibrate_publishes_gaps_the_benchmark_gate_uses"
 )
@@ -201,24 +205,25 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
             "replay of two rank logs of quoted vLLM lines through the recipe profile (--engine)",
         )
     ),
-    "sparkgate approve r2 [--by NAME] [--reason TEXT]": Elsewhere(
+    "sparkgate approve r2 [-c CLUSTER] [--by NAME] [--reason TEXT]": Elsewhere(
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
-        "approve from a second process",
+        "approve r1 -c CLUSTER --by --reason from a second process",
     ),
-    "sparkgate reject r2 --reason TEXT [--by NAME]": Elsewhere(
+    "sparkgate reject r2 --reason TEXT [-c CLUSTER] [--by NAME]": Elsewhere(
         f"{INTEGRATION}/test_promote.py::test_reject_from_another_process_leaves_the_pointer",
-        "reject from a second process",
+        "reject from a second process, without -c (the one waiting run)",
     ),
     "sparkgate promote releases/r2.yaml [--deploy] [-c CLUSTER] [--by NAME] [--reason TEXT]": (
         Elsewhere(
-            PROMOTE_CLI,
-            "promote releases/r2.yaml --by bob --reason faster; --deploy in "
+            PER_CLUSTER,
+            "promote r1 -c alpha --by alice, promote r2 -c beta; without -c in "
+            f"{PROMOTE_CLI}; --deploy in "
             "test_a_failed_deploy_rolls_the_pointer_back_and_logs_the_evidence",
         )
     ),
     "sparkgate rollback [--deploy] [-c CLUSTER] [--by NAME] [--reason TEXT]": Elsewhere(
-        PROMOTE_CLI,
-        "rollback --by carol --reason ...",
+        PER_CLUSTER,
+        f"rollback -c beta --by carol --reason pager; without -c in {PROMOTE_CLI}",
     ),
     "export PREFECT_HOME=$PWD/.sparkgate/prefect "
     "PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1": (

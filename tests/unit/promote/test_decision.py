@@ -8,10 +8,12 @@ is a loopback HTTP server answering /api/health like Prefect's.
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,6 +28,8 @@ from flows.pipeline.promote import (
     read_log,
 )
 from flows.spec.release import Promotion, Release, load_release
+
+from .conftest import DIGEST, GATE_NAMES, stage
 
 
 def _closed_port() -> int:
@@ -145,3 +149,42 @@ def test_a_configured_server_is_used_as_is(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
     with running_backend(tmp_path) as url:
         assert url == "http://127.0.0.1:9/api"
+
+
+def test_an_approval_promotes_on_the_cluster_the_record_qualified_on(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiting qualification ran on `beta`: its approval moves beta's pointer, no other."""
+    record = write_record("r1", stages={name: stage(name) for name in GATE_NAMES})
+    document = json.loads((record / "record.json").read_text())
+    (record / "record.json").write_text(json.dumps({**document, "cluster_name": "beta"}))
+    monkeypatch.setattr(promote, "build_release", lambda *_a, **_k: SimpleNamespace(digest=DIGEST))
+    answer = Decision(decision="approve", by="alice", reason="ok")
+    monkeypatch.setattr(promote, "pause_flow_run", lambda **_k: answer)
+    said = decide_promotion(
+        str(project / "releases/r1.yaml"), _release(project, 5), record, wait=True, say=print
+    )
+    assert said == "promoted by alice"
+    beta = promote.read_pointer(project, "beta")
+    assert beta is not None
+    assert beta.current.release == "r1"
+    assert promote.read_pointer(project, "local") is None
+    assert [(e.action, e.cluster) for e in read_log(project)] == [("promoted", "beta")]
+
+
+def test_a_timeout_names_the_cluster_to_decide_for_later(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prefect.exceptions import FlowPauseTimeout  # noqa: PLC0415
+
+    record = write_record("r1", stages={name: stage(name) for name in GATE_NAMES})
+    document = json.loads((record / "record.json").read_text())
+    (record / "record.json").write_text(json.dumps({**document, "cluster_name": "beta"}))
+
+    def pause(**_kwargs: object) -> None:
+        raise FlowPauseTimeout("Flow run was paused and never resumed.")
+
+    monkeypatch.setattr(promote, "pause_flow_run", pause)
+    with pytest.raises(PromotionError, match=r"sparkgate promote releases/r1\.yaml -c beta"):
+        decide_promotion("releases/r1.yaml", _release(project, 1), record, wait=True, say=print)
+    assert [(e.action, e.cluster) for e in read_log(project)] == [("no-decision", "beta")]

@@ -1,4 +1,5 @@
-"""The promoted pointer (atomic rename), the append-only log, and promote/rollback from the CLI.
+"""The promoted pointers (atomic rename, one per cluster), the append-only log, and
+promote/rollback from the CLI.
 
 The build step is replaced by its digest (the rules under test only compare digests); records
 are record.json files in a private project root.
@@ -21,7 +22,6 @@ from flows.cli import main
 from flows.pipeline import promote
 from flows.pipeline.promote import (
     LOG_FILE,
-    POINTER_FILE,
     LogEntry,
     Pointer,
     PromotedEntry,
@@ -34,6 +34,7 @@ from flows.pipeline.promote import (
 from .conftest import DIGEST, GATE_NAMES, ROOT, stage
 
 CLUSTER = str(ROOT / "config/local.yaml")
+POINTER_FILE = Path("config/promoted/local.yaml")  # the default cluster's pointer
 
 
 def _pointer(release: str, n: int = 0) -> Pointer:
@@ -64,7 +65,7 @@ def test_pointer_round_trips_and_readers_never_see_half_a_file(tmp_path: Path) -
     thread.join()
     assert seen, "the reader never ran"
     assert set(seen) <= {"r1", "r2"}
-    assert [p.name for p in (tmp_path / "config").iterdir()] == ["promoted.yaml"]
+    assert [p.name for p in (tmp_path / "config/promoted").iterdir()] == ["local.yaml"]
 
 
 def test_a_failed_pointer_write_keeps_the_old_pointer(
@@ -81,13 +82,13 @@ def test_a_failed_pointer_write_keeps_the_old_pointer(
     pointer = read_pointer(tmp_path)
     assert pointer is not None
     assert pointer.current.release == "r1"
-    assert [p.name for p in (tmp_path / "config").iterdir()] == ["promoted.yaml"]
+    assert [p.name for p in (tmp_path / "config/promoted").iterdir()] == ["local.yaml"]
 
 
 def test_a_hand_edited_pointer_is_a_spec_error(tmp_path: Path) -> None:
-    (tmp_path / "config").mkdir()
+    (tmp_path / "config/promoted").mkdir(parents=True)
     (tmp_path / POINTER_FILE).write_text("current: {release: r1}\n")
-    with pytest.raises(Exception, match=r"promoted\.yaml") as raised:
+    with pytest.raises(Exception, match=r"config/promoted/local\.yaml") as raised:
         read_pointer(tmp_path)
     assert getattr(raised.value, "exit_code", None) == 2
 
@@ -194,7 +195,7 @@ def test_approve_without_a_waiting_qualification_says_so(
     assert "no paused qualification of r2" in capsys.readouterr().err
 
 
-def _no_paused_run(release: str, _decision: object) -> str:
+def _no_paused_run(release: str, _decision: object, _cluster: object = None) -> str:
     raise promote.PromotionError(f"no paused qualification of {release} is waiting for a decision")
 
 
