@@ -27,6 +27,10 @@ DRAFT_ACCEPTANCE = "draft_acceptance_len"
 """Tokens per verification step under speculative decoding: reported beside the times (a
 release that drafts worse shows here), gated only when a release names it."""
 
+ENGINE_TPOT = "engine_tpot_ms"
+"""The engine's own time per output token (vLLM's per-request figure): reported beside the step
+times, gated only when a release names it (under drafting it mixes in the acceptance length)."""
+
 CLIENT_METRICS: dict[str, list[str]] = {
     "single_stream": ["ttft_p50_s", "tpot_p50_ms"],
     "closed_loop": ["tps"],

@@ -48,6 +48,7 @@ METRICS: dict[str, Direction] = {
     "warm_ttft_s": Direction.LOWER,
     "engine_step_ms": Direction.LOWER,
     "engine_cpu_ms": Direction.LOWER,
+    "engine_tpot_ms": Direction.LOWER,
     "draft_acceptance_len": Direction.HIGHER,
 }
 

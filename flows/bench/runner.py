@@ -27,7 +27,7 @@ from flows import __version__
 from flows.bench import workloads as wl
 from flows.bench.capacity import kv_capacity
 from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
-from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_LEVEL
+from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_LEVEL, ENGINE_TPOT
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
 from flows.engine_api.endpoint import Endpoint
@@ -347,8 +347,9 @@ def _run_workload(
 
 
 def compared_metrics(kind: str, samples: list[Sample]) -> list[str]:
-    """The client metrics of the kind, then the engine's step times where it reported them."""
-    engine = (*ENGINE_LEVEL, DRAFT_ACCEPTANCE)
+    """The client metrics of the kind, then the engine's step and token times and draft
+    acceptance where it reported them."""
+    engine = (*ENGINE_LEVEL, ENGINE_TPOT, DRAFT_ACCEPTANCE)
     reported = [m for m in engine if any(m in sample.metrics for sample in samples)]
     return [*CLIENT_METRICS[kind], *reported]
 

@@ -3,14 +3,17 @@
 Besides gauges and counters, an engine may report its own time per step as a histogram or
 summary (`step_seconds`, wall) and the CPU time of those steps (`step_cpu_seconds`): the
 benchmark reads their `_sum` and `_count` around every sample, so a point also gets the engine's
-step time, which the machine's scheduler moves far less than the client's clock.
+step time, which the machine's scheduler moves far less than the client's clock. An engine's
+time per output token (`token_seconds`, one observation per request) is reported under its own
+name: under speculative decoding a step yields several tokens, so the two differ by the draft
+acceptance length.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-SUMMARIES = ("step_seconds", "step_cpu_seconds")
+SUMMARIES = ("step_seconds", "step_cpu_seconds", "token_seconds")
 """Profile keys that name a histogram or summary: we read its `_sum` and `_count`."""
 
 
@@ -40,18 +43,27 @@ DEFAULT_METRICS = scrape_names(
 
 
 def engine_step_times(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """Mean engine step time (ms) between two scrapes: wall and CPU, where the engine says.
+    """Mean engine step time (ms) between two scrapes, wall and CPU, and the mean time per
+    output token of the requests finished in between, each where the engine says.
 
-    Empty when no step ran in between or the engine exports neither summary.
+    Empty when nothing was observed in between or the engine exports none of the summaries.
     """
-    steps = after.get("step_seconds_count", 0.0) - before.get("step_seconds_count", 0.0)
-    out: dict[str, float] = {}
-    if steps <= 0:
-        return out
+    out = _mean_ms(before, after, "token_seconds", "token_seconds", "engine_tpot_ms")
     for key, metric in (("step_seconds", "engine_step_ms"), ("step_cpu_seconds", "engine_cpu_ms")):
-        if f"{key}_sum" in before and f"{key}_sum" in after:
-            out[metric] = 1e3 * (after[f"{key}_sum"] - before[f"{key}_sum"]) / steps
-    return {metric: value for metric, value in out.items() if value > 0}
+        out |= _mean_ms(before, after, key, "step_seconds", metric)
+    return out
+
+
+def _mean_ms(
+    before: Mapping[str, float], after: Mapping[str, float], key: str, counted: str, metric: str
+) -> dict[str, float]:
+    """`{metric: mean ms}` of summary `key` over the observations of `counted` between two
+    scrapes; empty when nothing was observed or the engine exports neither."""
+    count = after.get(f"{counted}_count", 0.0) - before.get(f"{counted}_count", 0.0)
+    if count <= 0 or f"{key}_sum" not in before or f"{key}_sum" not in after:
+        return {}
+    mean = 1e3 * (after[f"{key}_sum"] - before[f"{key}_sum"]) / count
+    return {metric: mean} if mean > 0 else {}
 
 
 def draft_acceptance(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:

@@ -128,6 +128,11 @@ class Metrics(SpecModel):
         default=None,
         description="Summary (base name) of the CPU time of those steps, if exported.",
     )
+    token_seconds: str | None = Field(
+        default=None,
+        description="Histogram or summary (base name) of the engine's time per output token, "
+        "one observation per request; reported as engine_tpot_ms.",
+    )
     spec_drafts: str | None = Field(
         default=None, description="Counter of speculative drafts (verification steps), if any."
     )

@@ -94,6 +94,32 @@ def test_engine_step_times_are_the_mean_per_step_between_two_scrapes() -> None:
     assert engine_step_times({}, {}) == {}
 
 
+def test_vllm_reports_its_step_interval_and_its_time_per_token_under_their_own_names() -> None:
+    """vLLM observes inter-token latency once per step that gave a request tokens (a DSpark step
+    gives several) and time per output token once per finished request; the first is the step
+    time, the second is reported as engine_tpot_ms and never gates by default."""
+    profile = {
+        "running": "vllm:num_requests_running",
+        "step_seconds": "vllm:inter_token_latency_seconds",
+        "token_seconds": "vllm:request_time_per_output_token_seconds",
+    }
+    assert scrape_names(profile)["token_seconds_count"] == (
+        "vllm:request_time_per_output_token_seconds_count"
+    )
+    # one request of 97 output tokens in 32 steps of 30 ms: 3 tokens per step, 10 ms per token
+    before = {"step_seconds_sum": 0.0, "step_seconds_count": 0, "token_seconds_sum": 0.0,
+              "token_seconds_count": 0}  # fmt: skip
+    after = {"step_seconds_sum": 0.96, "step_seconds_count": 32, "token_seconds_sum": 0.010,
+             "token_seconds_count": 1}  # fmt: skip
+    times = engine_step_times(before, after)
+    assert times == pytest.approx({"engine_step_ms": 30.0, "engine_tpot_ms": 10.0})
+    sample = Sample(metrics={"tps": 1.0, **times})
+    compared = compared_metrics("closed_loop", [sample])
+    assert compared == ["tps", "engine_step_ms", "engine_tpot_ms"]
+    assert GatePolicy().gated(compared) == {"engine_step_ms"}
+    assert not higher_is_better("engine_tpot_ms")
+
+
 def test_a_release_naming_an_unknown_metric_is_refused() -> None:
     with pytest.raises((SpecError, ValueError), match="unknown metric 'tokens_per_joule'"):
         BenchmarkGate(gate_metrics=["tokens_per_joule"])
