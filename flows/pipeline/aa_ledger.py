@@ -24,6 +24,7 @@ from flows.record.model import Record
 from flows.record.reader import list_records
 from flows.spec.release import BenchmarkGate
 from flows.spec.suite import Suite
+from flows.spec.suites import load_suites
 
 CALIBRATION_STAGE = "calibration"
 CALIBRATION_DIR = "calibration"
@@ -91,9 +92,7 @@ def _unchanged_json(folder: Path, relative: str, sha256: str) -> Any:
 
 def suite_of(settings: BenchmarkGate) -> Suite:
     """The suite a benchmark setting names (names in config/suites or files; several combined)."""
-    from flows.gates.benchmark.runner import load_suite  # noqa: PLC0415
-
-    return load_suite(settings)
+    return load_suites(settings.suites())
 
 
 def ledger_for(context: GateContext, settings: BenchmarkGate) -> Ledger:

@@ -60,4 +60,9 @@ def load_spec(path: Path | str) -> BaseModel | None:
     model = model_for(kind)
     if model is None:
         return None
-    return validate_document(document, model)
+    spec = validate_document(document, model)
+    from flows.spec.release import Release, check_suites  # noqa: PLC0415 - as model_for
+
+    if isinstance(spec, Release):
+        check_suites(path, spec)
+    return spec

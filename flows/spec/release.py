@@ -491,8 +491,19 @@ def previous_file(release_file: Path, name: str) -> Path | None:
 
 
 def load_release(path: Path | str) -> Release:
-    """Load and validate a release file."""
-    return load_model(path, Release)
+    """Load and validate a release file, and the benchmark suites it names."""
+    release = load_model(path, Release)
+    check_suites(path, release)
+    return release
+
+
+def check_suites(path: Path | str, release: Release) -> None:
+    """Raise a SpecError unless the suites of an enabled benchmark gate load (see
+    `flows.spec.suites`): a missing suite is refused before anything starts."""
+    from flows.spec.suites import check_release_suites  # noqa: PLC0415 - suites imports load
+
+    if release.gates.benchmark.enabled:
+        check_release_suites(path, release.gates.benchmark.suites())
 
 
 def load_previous(path: Path | str, release: Release) -> Release | None:

@@ -41,33 +41,9 @@ from flows.gates.benchmark.rules import (
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
-from flows.settings import project_root
-from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
-from flows.spec.suite import Suite, combine
-
-_REPO = Path(__file__).resolve().parents[3]
-
-
-def suite_file(name: str) -> Path:
-    """A suite by file (`.yaml`) or by name in config/suites of the project (or this checkout)."""
-    given = Path(name)
-    if given.suffix in (".yaml", ".yml"):
-        return given
-    for root in (project_root(), _REPO):
-        candidate = root / "config" / "suites" / f"{name}.yaml"
-        if candidate.is_file():
-            return candidate
-    return project_root() / "config" / "suites" / f"{name}.yaml"
-
-
-def load_suite(settings: BenchmarkGate) -> Suite:
-    """The suite every arm runs: the one named, or the named ones combined (`combine`).
-
-    Raises:
-        SpecError: naming the file, line and key of a bad suite, or why suites do not combine.
-    """
-    return combine([load_model(suite_file(name), Suite) for name in settings.suites()])
+from flows.spec.suite import Suite
+from flows.spec.suites import load_suites
 
 
 def _endpoint(context: GateContext) -> Endpoint:
@@ -190,7 +166,7 @@ class BenchmarkRunner:
             )
         if (problem := order_problem(settings.arms)) is not None:
             return failed(problem)
-        suite = load_suite(settings)
+        suite = load_suites(settings.suites())
         tolerance_pct = settings.tolerance * 100
 
         def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:

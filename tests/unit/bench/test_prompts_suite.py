@@ -141,12 +141,12 @@ def test_prometheus_text_is_summed_over_labels() -> None:
 
 def test_a_gate_with_several_suites_runs_each_with_named_points(tmp_path: Path) -> None:
     """`benchmark.suite: [release-local, single-stream]`: one arm, both suites, no clashes."""
-    from flows.gates.benchmark.runner import load_suite  # noqa: PLC0415
     from flows.spec.release import BenchmarkGate  # noqa: PLC0415
+    from flows.spec.suites import load_suites  # noqa: PLC0415
 
-    alone = load_suite(BenchmarkGate(suite="release-local"))
+    alone = load_suites(BenchmarkGate(suite="release-local").suites())
     assert alone == load_model(ROOT / "config" / "suites" / "release-local.yaml", Suite)
-    both = load_suite(BenchmarkGate(suite=["release-local", "single-stream"]))
+    both = load_suites(BenchmarkGate(suite=["release-local", "single-stream"]).suites())
     single = load_model(ROOT / "config" / "suites" / "single-stream.yaml", Suite)
     assert both.name == "release-local+single-stream"
     names = [w.name for w in both.workloads]
