@@ -92,18 +92,20 @@ def promote(
     by: ByOption = None,
     reason: ReasonOption = "",
 ) -> None:
-    """Promote RELEASE on one cluster now (its latest record must pass every gate, this build)."""
+    """Promote RELEASE on one cluster now (its latest record must pass every gate, this build;
+    with -c, a record on that cluster's shape)."""
     from flows.settings import prefect_environment  # noqa: PLC0415
 
     path = release_file(release)
     name, target = pointer_cluster(cluster, deploy=deploy)
+    shape = load_cluster(cluster).shape if cluster is not None else None
     prefect_environment()
     from flows.pipeline.promote import promote_release  # noqa: PLC0415
 
     with terminate_as_interrupt():
         pointer = promote_release(
             path, by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
-            say=_say,
+            shape=shape, say=_say,
         )  # fmt: skip
     _print_current(name, pointer.current.release, pointer.current.record)
 

@@ -369,7 +369,7 @@ def checked_entry(
 ) -> PromotedEntry:
     """The entry to promote, after the refusal rules; raises PromotionError naming each gap.
 
-    With `shape` (a deploy to a cluster) only a record of that cluster shape counts: a release
+    With `shape` (a named cluster's) only a record of that cluster shape counts: a release
     qualified on a TP3 triangle proves nothing about booting on a TP4 ring.
     """
     release = load_release(release_file)
@@ -379,7 +379,7 @@ def checked_entry(
         others = published_shapes(experiments, release.name)
         if others:
             raise PromotionError(
-                f"refusing to deploy {release.name} to a {shape} cluster: its records are on "
+                f"refusing {release.name} on a {shape} cluster: its records are on "
                 f"{', '.join(others)} only; qualify it on {shape} first"
             )
     digest = _deployable_digest(release, record, state, say)
@@ -440,18 +440,20 @@ def promote_release(
     reason: str,
     cluster: str | None = None,
     cluster_file: Path | str | None = None,
+    shape: str | None = None,
     say: LineSink = silent,
 ) -> Pointer:
     """Promote a qualified release on one cluster's pointer (default: the default cluster).
 
     With a cluster file, that cluster's pointer moves and the release is deployed there (rolled
-    back on failure).
+    back on failure). Only a record of the cluster's shape counts: the deploy target's, else
+    `shape` (the cluster the operator named); with neither, a record of any shape.
     """
     root, state = project_root(), state_dir()
     name, target = target_cluster(cluster, cluster_file)
     entry = checked_entry(
         Path(release_file), by=by, reason=reason, root=root, state=state, say=say,
-        shape=target.shape if target is not None else None,
+        shape=target.shape if target is not None else shape,
     )  # fmt: skip
     legacy = inherits_legacy(root, name)
     before, after = switch_pointer(root, name, lambda pointer: promoted(pointer, entry))

@@ -251,8 +251,12 @@ def test_a_deploy_to_another_shape_is_refused_before_anything_moves(
     monkeypatch.setattr(promote, "deploy", lambda _c, entry, **_k: deployed.append(entry.release))
     assert main(["promote", "r2", "--deploy", "-c", CLUSTER, "--by", "bob"]) == 1
     error = capsys.readouterr().err
-    assert "refusing to deploy r2 to a tp2-local cluster: its records are on tp4-ring only" in error
+    assert "refusing r2 on a tp2-local cluster: its records are on tp4-ring only" in error
     assert deployed == []
     assert read_pointer(project) is None
     assert read_log(project) == []
+    # naming the cluster without a deploy moves its pointer: the same shape rule
+    assert main(["promote", "r2", "-c", CLUSTER, "--by", "bob"]) == 1
+    assert "refusing r2 on a tp2-local cluster" in capsys.readouterr().err
+    assert read_pointer(project) is None
     assert main(["promote", "r2", "--by", "bob"]) == 0  # without a cluster, any shape's record
