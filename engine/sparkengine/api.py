@@ -28,6 +28,7 @@ from sparkengine.errors import RequestError, RequestFailedError
 from sparkengine.metrics import Metrics
 from sparkengine.requests import Limits, Parsed, chat_prompt, parse
 from sparkengine.scheduler import Sequence, TokenOut
+from sparkengine.structured import render
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPEN_PATHS = frozenset({"/health", "/metrics"})  # reachable without the API key
@@ -301,6 +302,7 @@ class Api:
         want_lp = gen.parsed.params.logprobs is not None
         if chat:
             choice["message"] = {"role": "assistant", "content": text}
+            choice["message"].update(self._structured(gen, choice))
             choice["logprobs"] = chat_logprobs(gen.outs) if want_lp else None
         else:
             choice["text"] = text
@@ -316,6 +318,17 @@ class Api:
             "choices": [choice],
             "usage": gen.usage(),
         }
+
+    @staticmethod
+    def _structured(gen: Generation, choice: dict[str, Any]) -> dict[str, Any]:
+        """Content or tool calls built from the tokens (nothing for a plain-text request)."""
+        structure = gen.parsed.structure
+        if structure is None:
+            return {}
+        rendered = render(structure, [o.token for o in gen.outs], gen.text)
+        if rendered.tool_calls:
+            choice["finish_reason"] = "tool_calls"
+        return rendered.message()
 
     async def _stream(
         self, request: web.Request, rid: str, gen: Generation, chat: bool
@@ -342,6 +355,8 @@ class Api:
         try:
             async with contextlib.aclosing(self._tokens(rid, gen)) as tokens:
                 async for _ in tokens:
+                    if gen.parsed.structure is not None:
+                        continue  # the structured answer goes out whole at the end
                     outs, done = gen.outs[done:], len(gen.outs)
                     await send([self._delta(gen, outs, chat, first_chunk=done == len(outs))])
         except RequestFailedError as exc:  # headers are sent: the error goes in the stream
@@ -350,11 +365,24 @@ class Api:
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
             return response
+        if gen.parsed.structure is not None:
+            await send([self._structured_delta(gen)])
         if gen.parsed.include_usage:
             await send([], gen.usage())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    def _structured_delta(self, gen: Generation) -> dict[str, Any]:
+        """The one chunk of a streamed structured answer: all of it, as OpenAI's deltas say."""
+        choice = self._delta(gen, gen.outs, True, first_chunk=True)
+        message = self._structured(gen, choice)
+        choice["delta"] = {"content": message["content"]}
+        if message["tool_calls"]:
+            choice["delta"]["tool_calls"] = [
+                {"index": i, **call} for i, call in enumerate(message["tool_calls"])
+            ]
+        return choice
 
     def _delta(
         self, gen: Generation, outs: list[TokenOut], chat: bool, *, first_chunk: bool

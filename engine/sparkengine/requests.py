@@ -15,6 +15,7 @@ from typing import Any
 from sparkengine import tokenizer
 from sparkengine.errors import RequestError
 from sparkengine.sampling import MIN_TEMPERATURE, SamplingParams
+from sparkengine.structured import Structure, parse_structure
 
 MAX_TOP_LOGPROBS = 20
 DEFAULT_COMPLETION_TOKENS = 16
@@ -39,6 +40,7 @@ class Parsed:
     stream: bool
     include_usage: bool
     return_token_ids: bool
+    structure: Structure | None = None  # chat: tools or a JSON response format
 
 
 def _is_int(value: Any) -> bool:
@@ -226,4 +228,5 @@ def parse(
         stream=_opt(body, "stream", "bool", False),
         include_usage=bool(stream_options.get("include_usage", False)),
         return_token_ids=_opt(body, "return_token_ids", "bool", False),
+        structure=parse_structure(body) if chat else None,
     )
