@@ -2,7 +2,8 @@
 
 Models accept extra fields (servers add their own) and validate only what is used: served
 models, tokenize answers, and completion bodies and stream chunks (choices with text, token
-ids and logprobs, and usage with cached prompt tokens).
+ids and logprobs, and usage with cached prompt tokens), and non-streamed chat completions
+(message content, tool calls, reasoning, per-token logprobs).
 """
 
 from __future__ import annotations
@@ -83,4 +84,87 @@ class Completion(BaseModel):
 
     id: str = ""
     choices: list[Choice] = Field(default=[])
+    usage: Usage | None = None
+
+
+class FunctionCall(BaseModel):
+    """The function a tool call names, with its arguments as the JSON text sent."""
+
+    model_config = _OPEN
+
+    name: str = ""
+    arguments: str = ""
+
+
+class ToolCall(BaseModel):
+    """One tool call of a chat message (its `id` is per response, so never compared)."""
+
+    model_config = _OPEN
+
+    id: str | None = None
+    type: str = "function"
+    function: FunctionCall = FunctionCall()
+
+
+class ChatMessage(BaseModel):
+    """The assistant message of a chat choice: text, tool calls, and reasoning where served.
+
+    vLLM's reasoning parser puts the reasoning in `reasoning_content` (newer versions also in
+    `reasoning`).
+    """
+
+    model_config = _OPEN
+
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+
+
+class ChatTopLogprob(BaseModel):
+    """One alternative for a chat token."""
+
+    model_config = _OPEN
+
+    token: str
+    logprob: float | None = None
+
+
+class ChatTokenLogprob(BaseModel):
+    """A chosen chat token's logprob and its alternatives."""
+
+    model_config = _OPEN
+
+    token: str
+    logprob: float | None = None
+    top_logprobs: list[ChatTopLogprob] = []
+
+
+class ChatLogprobs(BaseModel):
+    """Per-token log-probabilities of a chat choice."""
+
+    model_config = _OPEN
+
+    content: list[ChatTokenLogprob] | None = None
+
+
+class ChatChoice(BaseModel):
+    """One choice of a non-streamed chat completion."""
+
+    model_config = _OPEN
+
+    index: int = 0
+    message: ChatMessage = ChatMessage()
+    token_ids: list[int] | None = None
+    logprobs: ChatLogprobs | None = None
+    finish_reason: str | None = None
+
+
+class ChatCompletion(BaseModel):
+    """A non-streamed /v1/chat/completions body."""
+
+    model_config = _OPEN
+
+    id: str = ""
+    choices: list[ChatChoice] = Field(default=[])
     usage: Usage | None = None

@@ -37,8 +37,11 @@ class Difference(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     prompt: str
-    index: int = Field(description="Index of the first differing generated token.")
-    what: Literal["token", "length", "logprob"]
+    index: int = Field(
+        description="Index of the first differing generated token (for `content`: character "
+        "of a chat probe's canonical response)."
+    )
+    what: Literal["token", "length", "logprob", "content"]
 
 
 class ScenarioReport(BaseModel):

@@ -322,6 +322,11 @@ class DeterminismGate(GateSettings):
     against_previous: bool = Field(
         default=True, description="Compare with the previous release when outputs are unchanged."
     )
+    chat: bool = Field(
+        default=True,
+        description="Also send two chat probes in every scenario: a tool call and a JSON-schema "
+        "response format (off for an engine without /v1/chat/completions).",
+    )
 
 
 class ColdBootsGate(GateSettings):

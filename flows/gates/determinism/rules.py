@@ -2,17 +2,24 @@
 
 Kept apart from the traffic and the boots so every rule is unit-tested on hand-made data and a
 reviewer can recompute the verdict and summary from the raw responses of a record.
+
+The chat probes (`chat_tool`, `chat_json`) are judged with the completions: tokens, logprobs,
+and their canonical response (`flows.gates.determinism.chat`). Their hashes are kept apart
+(`chat_hashes`), and against the previous release they are compared only when the previous
+record has them, so a release after one that sent no chat probes is not failed for that.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from flows.gates.base import GateContext, Outcome
+from flows.gates.determinism.chat import content_hash, output_of
 from flows.gates.determinism.summary import (
+    ChatHashes,
     DeterminismSummary,
     FirstDifference,
     PreviousReport,
@@ -20,21 +27,51 @@ from flows.gates.determinism.summary import (
     ScenarioRow,
 )
 from flows.gates.outputs import (
+    Difference,
     Output,
     ScenarioReport,
-    compare_scenario,
+    first_difference,
     hashes,
     max_overlap,
-    output_from_completion,
     shown_names,
     top_token_agreement,
 )
-from flows.gates.prompts import Prompt
+from flows.gates.prompts import CHAT_IDS, Prompt
 from flows.gates.traffic import Answered
 from flows.spec.release import DeterminismGate
 
 NAME = "determinism"
 Runs = dict[str, list[Answered]]
+
+
+def chat_hashes(outputs: Iterable[Output]) -> dict[str, dict[str, str]]:
+    """Per chat probe: {"tokens", "logprobs", "content"} SHA-256s."""
+    chat = [o for o in outputs if o.prompt in CHAT_IDS]
+    return {
+        prompt: {**digest, "content": content_hash(o)}
+        for o, (prompt, digest) in zip(chat, hashes(chat).items(), strict=True)
+    }
+
+
+def _completions(outputs: Iterable[Output]) -> list[Output]:
+    return [o for o in outputs if o.prompt not in CHAT_IDS]
+
+
+def _chat_against(
+    current: Sequence[Output], previous: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[str], int]:
+    """Chat probes whose hashes differ from the previous record's, and how many were compared."""
+    compared = {
+        prompt: digest
+        for prompt, digest in chat_hashes(current).items()
+        if isinstance(previous.get(prompt), Mapping) and "content" in previous[prompt]
+    }
+    differing = [
+        prompt
+        for prompt, digest in compared.items()
+        if any(previous[prompt].get(key) != value for key, value in digest.items())
+    ]
+    return differing, len(compared)
 
 
 def against_previous(
@@ -49,12 +86,16 @@ def against_previous(
     """Compare per-prompt hashes with the previous record's (`hashes.json` entries).
 
     An entry may also carry `token_ids`; then a `changed` release reports the top-token
-    agreement too. A prompt missing from the previous record counts as differing.
+    agreement too. A prompt missing from the previous record counts as differing; a chat probe
+    missing from it is not compared (`chat_total` counts those that were).
     """
     if not enabled:
         return PreviousReport(mode="none", reason="comparison with the previous release is off")
     if previous is None:
         return PreviousReport(mode="none", reason=f"no outputs of {previous_name} to compare with")
+    chat_differing, chat_total = _chat_against(current, previous)
+    chat = {"chat_identical": chat_total - len(chat_differing), "chat_total": chat_total}
+    current = _completions(current)
     mine = hashes(current)
     differing = [
         prompt
@@ -66,14 +107,21 @@ def against_previous(
     total = len(mine)
     identical = total - len(differing)
     if change == "unchanged":
+        wrong = [*differing, *chat_differing]
         reason = (
-            f"outputs unchanged: all {total} prompts hash as {previous_name}'s"
-            if not differing
-            else f"outputs declared unchanged but {len(differing)} of {total} prompts differ "
-            f"from {previous_name}: {shown_names(differing)}"
+            f"outputs unchanged: all {total} prompts{_chat_note(chat_total)} hash as "
+            f"{previous_name}'s"
+            if not wrong
+            else f"outputs declared unchanged but {len(wrong)} of {total + chat_total} prompts "
+            f"differ from {previous_name}: {shown_names(wrong)}"
         )
         return PreviousReport(
-            mode="unchanged", identical=identical, total=total, reason=reason, differing=differing
+            mode="unchanged",
+            identical=identical,
+            total=total,
+            reason=reason,
+            differing=wrong,
+            **chat,
         )
     before = {
         prompt: [int(t) for t in entry["token_ids"]]
@@ -87,8 +135,47 @@ def against_previous(
         total=total,
         top_token_agreement=agreement,
         reason=f"outputs changed: {change_reason or 'no reason given'}",
-        differing=differing,
+        differing=[*differing, *chat_differing],
+        **chat,
     )
+
+
+def _chat_note(compared: int) -> str:
+    return f" and {compared} chat probes" if compared else ""
+
+
+def compare_outputs(
+    name: str, reference: Mapping[str, Output], outputs: Sequence[Output]
+) -> ScenarioReport:
+    """Each response against its prompt's reference: tokens, logprobs, then a chat probe's
+    canonical response (a prompt with no reference differs at 0)."""
+    differences: list[Difference] = []
+    for output in outputs:
+        ref = reference.get(output.prompt)
+        found = (
+            Difference(prompt=output.prompt, index=0, what="token")
+            if ref is None
+            else first_difference(ref, output) or _content_difference(ref, output)
+        )
+        if found is not None:
+            differences.append(found)
+    return ScenarioReport(
+        name=name,
+        identical=len(outputs) - len(differences),
+        differing=len(differences),
+        first_difference=differences[0] if differences else None,
+        differences=differences,
+    )
+
+
+def _content_difference(reference: Output, other: Output) -> Difference | None:
+    """Where a chat probe's canonical response first differs (None: same, or a completion)."""
+    if reference.prompt not in CHAT_IDS or reference.text == other.text:
+        return None
+    pairs = zip(reference.text, other.text, strict=False)
+    index = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+    at = min(len(reference.text), len(other.text)) if index is None else index
+    return Difference(prompt=reference.prompt, index=at, what="content")
 
 
 def determinism_verdict(
@@ -116,13 +203,10 @@ def judge(
     previous_hashes: Mapping[str, Mapping[str, Any]] | None,
 ) -> tuple[DeterminismSummary, Outcome, str]:
     """The summary and verdict from the raw runs (pure; also what a verifier recomputes)."""
-    outputs = {
-        name: [output_from_completion(a.prompt, a.response) for a in run]
-        for name, run in runs.items()
-    }
+    outputs = {name: [output_of(a) for a in run] for name, run in runs.items()}
     reference = {o.prompt: o for o in outputs["alone"]}
     scenarios = [
-        compare_scenario(name, reference, outs) for name, outs in outputs.items() if name != "alone"
+        compare_outputs(name, reference, outs) for name, outs in outputs.items() if name != "alone"
     ]
     previous = against_previous(
         outputs["alone"],
@@ -138,12 +222,32 @@ def judge(
 
 
 def stored_hashes(
-    alone: Sequence[Answered], prompts: Sequence[Prompt], long: Prompt
+    alone: Sequence[Answered],
+    prompts: Sequence[Prompt],
+    long: Prompt,
+    chat: Sequence[Prompt] = (),
 ) -> dict[str, Any]:
-    """hashes.json: per prompt the two hashes, plus the tokens and text a successor compares."""
+    """hashes.json: per prompt the two hashes, plus the tokens and text a successor compares.
+
+    A chat probe's entry also has its `content` hash, its `kind` and its user message as
+    `chat` (not `prompt`: promotion's spot check sends `prompt` entries as completions).
+    """
     texts = {p.id: p for p in [*prompts, long]}
-    outputs = [output_from_completion(a.prompt, a.response) for a in alone]
+    probes = {p.id: p for p in chat}
+    all_outputs = [output_of(a) for a in alone]
+    outputs = _completions(all_outputs)
     digests = hashes(outputs)
+    probe_entries = {
+        prompt: {
+            **digest,
+            "token_ids": next(o.token_ids for o in all_outputs if o.prompt == prompt),
+            "kind": probes[prompt].kind,
+            "chat": probes[prompt].text,
+            "max_tokens": probes[prompt].max_tokens,
+        }
+        for prompt, digest in chat_hashes(all_outputs).items()
+        if prompt in probes
+    }
     return {
         o.prompt: {
             **digests[o.prompt],
@@ -154,7 +258,7 @@ def stored_hashes(
             "max_tokens": texts[o.prompt].max_tokens,
         }
         for o in outputs
-    }
+    } | probe_entries
 
 
 def scenario_row(report: ScenarioReport) -> ScenarioRow:
@@ -180,15 +284,18 @@ def _summary(
 ) -> DeterminismSummary:
     staggered = runs.get("staggered", [])
     cached = list(runs.get("cached", []))[1::2]
+    completions = _completions(alone)
     return DeterminismSummary(
-        prompts=len(alone),
+        prompts=len(completions),
         max_tokens=settings.max_tokens,
         scenarios=[scenario_row(s) for s in scenarios],
         against_previous=previous,
-        hashes={p: PromptHashes.model_validate(d) for p, d in hashes(alone).items()},
+        hashes={p: PromptHashes.model_validate(d) for p, d in hashes(completions).items()},
+        chat_probes=len(alone) - len(completions),
+        chat_hashes={p: ChatHashes.model_validate(d) for p, d in chat_hashes(alone).items()},
         staggered_overlap=max_overlap([(a.sent_s, a.answered_s) for a in staggered]),
         staggered_requests=len(staggered),
-        cached_tokens=[output_from_completion(a.prompt, a.response).cached_tokens for a in cached],
+        cached_tokens=[output_of(a).cached_tokens for a in cached],
         sampled_streams=settings.sampled_streams,
     )
 

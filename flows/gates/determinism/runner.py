@@ -7,6 +7,12 @@ and alone again after all that traffic. Tokens are compared by id and logprobs b
 prompt the SHA-256 of the tokens and of the logprob bytes is stored, and compared with the
 previous release's record when the release declares its outputs unchanged.
 
+Unless `chat` is off, two chat probes go with the short prompts in every scenario (served
+alone, all at once, staggered, mixed, cached, beside sampled, again): a /v1/chat/completions
+request offering tools and one asking for a JSON-schema response. They are compared like the
+completions, plus their canonical response (tool call name and arguments, or content), so a
+divergence names `chat_tool` or `chat_json`.
+
 The bundled engine has no per-request cache salt, so after the reference run the short prompts'
 full blocks come from the prefix cache in every scenario; the long prompt is first sent in the
 mixed scenario, so its prefill really shares steps with the decodes, and its served-alone
@@ -25,6 +31,7 @@ import aiohttp
 
 from flows.errors import BootError, GateError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, api_base_url
+from flows.gates.determinism.chat import send
 from flows.gates.determinism.rules import (
     NAME,
     PREVIOUS_FILE,
@@ -37,9 +44,9 @@ from flows.gates.determinism.summary import DeterminismSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
 from flows.gates.outputs import Output
-from flows.gates.prompts import Prompt, long_prompt, named_prompts
+from flows.gates.prompts import Prompt, chat_probes, long_prompt, named_prompts
 from flows.gates.running import running_release
-from flows.gates.traffic import Answered, Client, complete, open_client, stream
+from flows.gates.traffic import Answered, Client, open_client, stream
 from flows.record.reader import latest_record
 from flows.spec.release import DeterminismGate
 
@@ -74,12 +81,14 @@ class DeterminismRunner:
         """Boot the candidate, run every scenario, compare, hash; the cluster is stopped after."""
         prompts = named_prompts(settings.prompts, settings.max_tokens)
         long = long_prompt(settings.long_prompt_tokens, settings.max_tokens)
+        chat = chat_probes(settings.max_tokens) if settings.chat else []
+        sent = [*prompts, *chat]
         try:
             with running_release(context) as started:
                 context.say(f"determinism: {context.release.name} ready in {started.wall_s:.1f} s")
                 runs, sampled = asyncio.run(
                     asyncio.wait_for(
-                        _traffic(api_base_url(context.cluster), settings, prompts, long, context),
+                        _traffic(api_base_url(context.cluster), settings, sent, long, context),
                         timeout=settings.timeout_s,
                     )
                 )
@@ -93,7 +102,7 @@ class DeterminismRunner:
             files.write_json(f"scenarios/{name}.json", _raw(run))
         files.write_json("scenarios/sampled-streams.json", [o.model_dump() for o in sampled])
         summary, outcome, reason = judge(runs, context, settings, inputs)
-        files.write_json("hashes.json", stored_hashes(runs["alone"], prompts, long))
+        files.write_json("hashes.json", stored_hashes(runs["alone"], prompts, long, chat))
         if inputs is not None and context.previous is not None:
             found = latest_record(
                 context.experiments, context.previous.name, shape=context.cluster.shape
@@ -137,7 +146,10 @@ async def _traffic(
     long: Prompt,
     context: GateContext,
 ) -> tuple[Runs, list[Output]]:
-    """Every scenario in order; the long prompt's reference is taken right after `mixed`."""
+    """Every scenario in order; the long prompt's reference is taken right after `mixed`.
+
+    `prompts` are the short prompts and then the chat probes; sampled streams use the former.
+    """
     top = settings.top_logprobs if settings.logprobs else 0
     stagger = settings.stagger_ms / 1000
     runs: Runs = {}
@@ -156,7 +168,8 @@ async def _traffic(
         await step("mixed", _together(client, [*prompts, long], 0.0, {long.id: max(stagger, 0.05)}))
         runs["alone"].extend(await _one_by_one(client, [long]))
         await step("cached", _one_by_one(client, [p for p in prompts for _ in (1, 2)]))
-        greedy, sampled = await _beside_sampled(client, prompts, settings.sampled_streams)
+        texts = [p for p in prompts if not p.chat]
+        greedy, sampled = await _beside_sampled(client, prompts, texts, settings.sampled_streams)
         runs["sampled"] = greedy
         context.advance("scenarios", len(runs), SCENARIOS)
         await step("again", _one_by_one(client, [*prompts, long]))
@@ -164,7 +177,7 @@ async def _traffic(
 
 
 async def _one_by_one(client: Client, prompts: Sequence[Prompt]) -> list[Answered]:
-    return [await complete(client, prompt) for prompt in prompts]
+    return [await send(client, prompt) for prompt in prompts]
 
 
 async def _together(
@@ -178,7 +191,7 @@ async def _together(
     return list(
         await asyncio.gather(
             *(
-                complete(client, p, delay_s=delays.get(p.id, i * stagger_s))
+                send(client, p, delay_s=delays.get(p.id, i * stagger_s))
                 for i, p in enumerate(prompts)
             )
         )
@@ -186,15 +199,13 @@ async def _together(
 
 
 async def _beside_sampled(
-    client: Client, prompts: Sequence[Prompt], count: int
+    client: Client, prompts: Sequence[Prompt], texts: Sequence[Prompt], count: int
 ) -> tuple[list[Answered], list[Output]]:
-    """The greedy prompts at once, with `count` temperature-1 streams in the same steps."""
-    if not prompts:
+    """The greedy prompts at once, with `count` temperature-1 streams (of `texts`) beside them."""
+    if not texts:
         raise GateError("no prompts to send")
     sampled = [
-        Prompt(
-            id=f"sampled{i}", text=prompts[i % len(prompts)].text, max_tokens=prompts[0].max_tokens
-        )
+        Prompt(id=f"sampled{i}", text=texts[i % len(texts)].text, max_tokens=texts[0].max_tokens)
         for i in range(count)
     ]
     results = await asyncio.gather(

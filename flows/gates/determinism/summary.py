@@ -41,6 +41,12 @@ class PromptHashes(BaseModel):
     logprobs: str
 
 
+class ChatHashes(PromptHashes):
+    """A chat probe's hashes: its tokens and logprobs, and its canonical response."""
+
+    content: str = Field(description="SHA-256 of the canonical response (content, tool calls).")
+
+
 class PreviousReport(BaseModel):
     """This release's outputs against the previous release's record."""
 
@@ -52,6 +58,10 @@ class PreviousReport(BaseModel):
     top_token_agreement: float | None = None
     reason: str
     differing: list[str] = Field(default=[], description="Prompt ids whose hashes differ.")
+    chat_identical: int = Field(default=0, description="Chat probes hashing as the previous's.")
+    chat_total: int = Field(
+        default=0, description="Chat probes compared (those the previous record has)."
+    )
 
     @property
     def passed(self) -> bool:
@@ -74,6 +84,8 @@ class DeterminismSummary(BaseModel):
     staggered_requests: int | None = None
     cached_tokens: list[int | None] = []
     sampled_streams: int | None = None
+    chat_probes: int = Field(default=0, description="Chat probes sent in every scenario.")
+    chat_hashes: dict[str, ChatHashes] = {}
 
     def hash_table(self) -> dict[str, dict[str, str]]:
         """The hashes as plain mappings (what the next release compares against)."""
