@@ -60,12 +60,29 @@ def test_r1_passes_and_r2_matches_its_hashes(
     assert all(s["differing"] == 0 and s["first_difference"] is None for s in summary["scenarios"])
     assert summary["against_previous"]["mode"] == "none"
     assert set(summary["hashes"]) == {"p0", "p1", "p2", "long"}
+    assert summary["chat_probes"] == 2
+    assert set(summary["chat_hashes"]) == {"chat_tool", "chat_json"}
     assert all(c and c > 0 for c in summary["cached_tokens"])
     stored = json.loads((tmp_path / "r1/hashes.json").read_text())
     assert stored["p0"]["tokens"] == summary["hashes"]["p0"]["tokens"]
     assert len(stored["p0"]["token_ids"]) == SHORT.max_tokens
     raw = json.loads((tmp_path / "r1/scenarios/mixed.json").read_text())
-    assert {r["prompt"] for r in raw} == {"p0", "p1", "p2", "long"}
+    assert {r["prompt"] for r in raw} == {"p0", "p1", "p2", "long", "chat_tool", "chat_json"}
+    for name in ("all_at_once", "staggered", "cached", "sampled", "again"):
+        sent = json.loads((tmp_path / f"r1/scenarios/{name}.json").read_text())
+        assert {"chat_tool", "chat_json"} <= {r["prompt"] for r in sent}, name
+    alone = {
+        r["prompt"]: r["response"]
+        for r in json.loads((tmp_path / "r1/scenarios/alone.json").read_text())
+    }
+    tool = alone["chat_tool"]["choices"][0]
+    assert tool["finish_reason"] == "tool_calls"
+    call = tool["message"]["tool_calls"][0]["function"]
+    assert call["name"] in ("get_weather", "get_time")
+    assert json.loads(call["arguments"])["city"]
+    answer = json.loads(alone["chat_json"]["choices"][0]["message"]["content"])
+    assert set(answer) == {"name", "country", "population", "coastal", "districts"}
+    assert stored["chat_tool"]["content"] == summary["chat_hashes"]["chat_tool"]["content"]
     assert "scenarios/staggered.json" in first.files
 
     r2 = load_model(ROOT / "releases/r2.yaml", Release)
@@ -77,6 +94,25 @@ def test_r1_passes_and_r2_matches_its_hashes(
     previous = _summary(second)["against_previous"]
     assert previous["mode"] == "unchanged"
     assert previous["identical"] == previous["total"] == 4
+    assert previous["chat_identical"] == previous["chat_total"] == 2
+
+
+def test_chat_probes_off_sends_only_completions(
+    local_cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    state: Path,
+    release_r1: Release,
+    tmp_path: Path,
+) -> None:
+    settings = SHORT.model_copy(update={"chat": False, "sampled_streams": 0})
+    result = run_determinism(
+        context_for(local_cluster, transports, state, release_r1), settings, tmp_path
+    )
+    assert result.outcome == Outcome.PASSED, result.reason
+    summary = _summary(result)
+    assert (summary["chat_probes"], summary["chat_hashes"]) == (0, {})
+    raw = json.loads((tmp_path / "scenarios/again.json").read_text())
+    assert {r["prompt"] for r in raw} == {"p0", "p1", "p2", "long"}
 
 
 def test_the_nondeterministic_release_fails_naming_prompts(
@@ -96,6 +132,12 @@ def test_the_nondeterministic_release_fails_naming_prompts(
     assert first["prompt"] in result.reason
     assert failing[0]["name"] in result.reason
     assert isinstance(first["index"], int)
+    diverged = {d["prompt"] for s in failing for d in s["differences"]}
+    assert {"chat_tool", "chat_json"} <= diverged, failing
+    at_once = next(s for s in failing if s["name"] == "all_at_once")
+    if {d["prompt"] for d in at_once["differences"]} >= {"chat_tool", "chat_json"}:
+        assert "chat_tool (" in result.reason
+        assert "chat_json (" in result.reason
 
 
 def test_a_boot_failure_is_a_failed_result_with_evidence(
