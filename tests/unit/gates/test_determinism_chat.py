@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.determinism.chat import canonical, content_hash, output_from_chat, output_of
 from flows.gates.determinism.rules import (
     against_previous,
     chat_hashes,
     compare_outputs,
     determinism_verdict,
+    judge,
     stored_hashes,
 )
 from flows.gates.outputs import Output, hashes
@@ -28,7 +32,12 @@ from flows.gates.prompts import (
 )
 from flows.gates.traffic import Answered
 from flows.pipeline.promote import spot_check_prompts
-from flows.spec.release import DeterminismGate
+from flows.record import verify
+from flows.record.atomic import sha256_file
+from flows.record.writer import open_record
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
+from flows.spec.release import DeterminismGate, load_release
 
 
 def tool_body(
@@ -234,3 +243,68 @@ def test_stored_hashes_keep_chat_probes_apart_from_spot_check_prompts() -> None:
 def test_the_chat_probes_are_a_setting(value: bool) -> None:
     assert DeterminismGate(chat=value).chat is value
     assert DeterminismGate().chat is True
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _record_with_chat(tmp_path: Path) -> Path:
+    """A published record whose determinism stage has completions and both chat probes."""
+    release = load_release(ROOT / "releases/r1.yaml")
+    cluster = load_model(ROOT / "config/local.yaml", Cluster)
+    writer = open_record(tmp_path, release, build_digest="d", cluster=cluster, previous=None)
+    out = writer.stage_dir("determinism")
+    completion = {
+        "choices": [{"token_ids": [5, 6], "logprobs": {"token_logprobs": [-1.0, -2.0]}}],
+    }
+    answers = {
+        "p0": completion,
+        CHAT_TOOL_ID: tool_body(),
+        CHAT_JSON_ID: json_body('{"a": 1}', [5]),
+    }
+    runs = {
+        name: [Answered(p, 0.01 * i, 0.5, answers[p]) for i, p in enumerate(answers)]
+        for name in ("alone", "all_at_once")
+    }
+    files = []
+    for name, run in runs.items():
+        raw = [
+            {"prompt": a.prompt, "sent_s": a.sent_s, "answered_s": a.answered_s,
+             "response": a.response}
+            for a in run
+        ]  # fmt: skip
+        (out / "scenarios").mkdir(exist_ok=True)
+        (out / "scenarios" / f"{name}.json").write_text(json.dumps(raw))
+        files.append(f"scenarios/{name}.json")
+    context = GateContext(
+        cluster=cluster, release=release, previous=None, transports={}, state=out, experiments=out
+    )
+    summary, outcome, reason = judge(runs, context, release.gates.determinism, None)
+    assert outcome == Outcome.PASSED, reason
+    assert set(summary.chat_hashes) == {CHAT_TOOL_ID, CHAT_JSON_ID}
+    result = GateResult(
+        gate="determinism", outcome=outcome, reason=reason, started_at=datetime.now(UTC),
+        seconds=1.0, summary=summary, files=files,
+    )  # fmt: skip
+    writer.save_stage(result)
+    return writer.publish(verdict="qualified", stage_order=["determinism"], versions={})
+
+
+def test_verify_judges_the_chat_probes_again_from_the_raw_responses(tmp_path: Path) -> None:
+    path = _record_with_chat(tmp_path)
+    assert verify(path) == []
+    relative = "determinism/scenarios/all_at_once.json"
+    raw = json.loads((path / relative).read_text())
+    call = raw[1]["response"]["choices"][0]["message"]["tool_calls"][0]["function"]
+    call["arguments"] = '{"city": "Rome", "unit": "celsius"}'  # tokens and logprobs unchanged
+    (path / relative).write_text(json.dumps(raw))
+    record = json.loads((path / "record.json").read_text())
+    for entry in record["stages"]["determinism"]["files"]:
+        if entry["path"] == relative:
+            entry["sha256"] = sha256_file(path / relative)
+            entry["bytes"] = (path / relative).stat().st_size
+    (path / "record.json").write_text(json.dumps(record))
+    assert verify(path) == [
+        "determinism: scenarios differs from the one the raw responses give",
+        "determinism: outcome passed, the raw responses give failed",
+    ]
