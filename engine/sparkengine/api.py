@@ -325,7 +325,8 @@ class Api:
         structure = gen.parsed.structure
         if structure is None:
             return {}
-        rendered = render(structure, [o.token for o in gen.outs], gen.text)
+        tokens, logprobs = [o.token for o in gen.outs], [o.logprob for o in gen.outs]
+        rendered = render(structure, tokens, gen.text, logprobs)
         if rendered.tool_calls:
             choice["finish_reason"] = "tool_calls"
         return rendered.message()

@@ -3,11 +3,14 @@
 The engine has no grammar in its sampler. It generates its tokens as for any request (greedy at
 temperature 0) and then *reads* them as the choices of a small constrained generator: walking
 the schema (a tool's `parameters`, or `response_format.json_schema.schema`), every decision
-takes the next generated token id (cycling when they run out): which tool (`tool_choice` "auto"
-or "required"), which enum member, an integer in [minimum, maximum], a boolean's parity, an
-array's length, each character of a string. So the result always conforms to the schema, and
-it is a function of the model's logits: an engine whose tokens change (the batch-variant fault)
-changes the tool call or the JSON too. The logprobs and token ids returned are those tokens.
+takes the next generated token (cycling when they run out): which tool (`tool_choice` "auto" or
+"required"), which enum member, an integer in [minimum, maximum], a boolean, an array's length,
+each character of a string. A choice is a hash of the token's id and the exact bits of its
+logprob, so the answer always conforms to the schema and is a function of the model's logits
+down to the last bit: an engine whose sums vary with the batch (the batch-variant fault) changes
+the tool call or the JSON even where no token flips. (A sampler-level grammar such as vLLM's
+changes its answer only when a token flips; the determinism gate compares tokens and logprobs
+as well, so it catches both.) The logprobs and token ids returned are those of the tokens.
 
 The wire format is OpenAI's (as vLLM serves it): `tools` of type function, `tool_choice`
 "none" | "auto" | "required" | {"type": "function", "function": {"name"}}; a call answers
@@ -23,8 +26,10 @@ did not keep.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,6 +64,8 @@ MAX_ITEMS = 32  # minItems above this is refused; arrays get at most min + 3 ite
 MAX_STRING = 256
 SPAN = 12  # strings get at most minLength + SPAN characters; ranges without a max span 1000
 MAX_TOOLS = 64
+WIDE_STEP = 100
+WIDE = WIDE_STEP * WIDE_STEP  # numbers and integers take two choices: WIDE values
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 JSON_OBJECT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 """What `response_format: {"type": "json_object"}` fills: one string member from the tokens."""
@@ -275,30 +282,41 @@ def parse_structure(body: dict[str, Any]) -> Structure | None:
 # -- generation (after the tokens: a walk of the schema that reads them) --------------------------
 
 
-class _Tokens:
-    """The generated token ids as a cycle of choices."""
+def choice_value(token: int, logprob: float | None) -> int:
+    """One choice read from a generated token: its id, or a hash of its id and logprob bits."""
+    if logprob is None:
+        return token
+    digest = hashlib.blake2b(struct.pack("<Id", token, logprob), digest_size=4).digest()
+    return int.from_bytes(digest, "little")
 
-    def __init__(self, tokens: Sequence[int]) -> None:
-        self.tokens = list(tokens) or [tokenizer.EOS]
+
+class _Tokens:
+    """The generated tokens as a cycle of choices."""
+
+    def __init__(self, tokens: Sequence[int], logprobs: Sequence[float] | None) -> None:
+        if logprobs is None:
+            values = list(tokens)
+        else:
+            values = [choice_value(t, lp) for t, lp in zip(tokens, logprobs, strict=True)]
+        self.values = values or [tokenizer.EOS]
         self.at = 0
 
     def next(self) -> int:
-        token = self.tokens[self.at % len(self.tokens)]
+        value = self.values[self.at % len(self.values)]
         self.at += 1
-        return token
+        return value
 
     def pick(self, count: int) -> int:
         """An index in [0, count)."""
         return self.next() % count
 
     def wide(self) -> int:
-        """A number in [0, VOCAB_SIZE ** 2) from two tokens."""
-        return self.next() * tokenizer.VOCAB_SIZE + self.next()
+        """A number in [0, WIDE) from two choices."""
+        return self.pick(WIDE_STEP) * WIDE_STEP + self.pick(WIDE_STEP)
 
     def char(self) -> str:
-        token = self.next()
-        text = tokenizer.token_text(token) if token >= 5 else ""  # 0..4: specials, tab, newline
-        return text if len(text) == 1 and text.isprintable() else chr(32 + token % 95)
+        """A printable ASCII character."""
+        return chr(32 + self.pick(95))
 
 
 def _value(schema: dict[str, Any], tokens: _Tokens) -> Any:
@@ -352,7 +370,7 @@ def _integer(schema: dict[str, Any], tokens: _Tokens) -> int:
 
 def _number(schema: dict[str, Any], tokens: _Tokens) -> float:
     low, high = _range(schema)
-    share = tokens.wide() / (tokenizer.VOCAB_SIZE**2 - 1)
+    share = tokens.wide() / (WIDE - 1)
     return min(max(round(low + share * (high - low), 4), low), high)
 
 
@@ -367,9 +385,18 @@ _BUILDERS: dict[str, Any] = {
 }
 
 
-def render(structure: Structure, generated: Sequence[int], text: str) -> Rendered:
-    """The answer the tokens choose: a tool call, JSON content, or the text as it is."""
-    tokens = _Tokens(generated)
+def render(
+    structure: Structure,
+    generated: Sequence[int],
+    text: str,
+    logprobs: Sequence[float] | None = None,
+) -> Rendered:
+    """The answer the tokens choose: a tool call, JSON content, or the text as it is.
+
+    With `logprobs` (the engine passes them) each choice also reads the exact bits of its
+    token's logprob; without, the token ids alone.
+    """
+    tokens = _Tokens(generated, logprobs)
     if structure.calls_tool:
         names = [t.name for t in structure.tools]
         if structure.tool_choice in names:

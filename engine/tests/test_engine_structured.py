@@ -6,8 +6,10 @@ and 400s naming the bad field.
 from __future__ import annotations
 
 import json
+import math
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openai
@@ -108,6 +110,17 @@ def test_the_tokens_choose_the_tool_and_its_arguments() -> None:
     one = render(structure, [40, 50, 60, 70], "")
     assert one == render(structure, [40, 50, 60, 70], "")
     assert one != render(structure, [40, 50, 60, 71], "")
+
+
+def test_a_last_bit_change_of_a_logprob_changes_the_answer() -> None:
+    structure = parse_structure({"tools": [WEATHER], "tool_choice": "required"})
+    assert structure is not None
+    tokens, logprobs = [40, 50, 60, 70], [-0.5, -0.25, -0.125, -1.0]
+    nudged = [-0.5, -0.25, math.nextafter(-0.125, 0.0), -1.0]
+    one = render(structure, tokens, "", logprobs)
+    assert one == render(structure, tokens, "", list(logprobs))
+    assert one.tool_calls[0][1] != render(structure, tokens, "", nudged).tool_calls[0][1]
+    _conforms(json.loads(one.tool_calls[0][1]), WEATHER["function"]["parameters"])  # type: ignore[index]
 
 
 def test_a_named_tool_choice_is_always_called_and_none_answers_text() -> None:
@@ -284,3 +297,37 @@ def test_a_bad_schema_is_a_400_naming_it(shared_cluster: Any) -> None:
     assert response.code == 400
     assert error["param"] == "response_format"
     assert "schema.oneOf" in error["message"]
+
+
+def _tool_call(url: str, content: str, max_tokens: int = 24) -> tuple[Any, list[float]]:
+    body = {
+        "model": "sparkengine",
+        "messages": [{"role": "user", "content": content}],
+        "tools": [WEATHER, CLOCK],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "logprobs": True,
+    }
+    request = urllib.request.Request(
+        url + "/v1/chat/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        choice = json.load(response)["choices"][0]
+    call = choice["message"]["tool_calls"][0]["function"]
+    return (call["name"], call["arguments"]), [c["logprob"] for c in choice["logprobs"]["content"]]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_batch_variant_fault_changes_concurrent_tool_calls(start_cluster: Any) -> None:
+    cluster = start_cluster(env={"SPARKENGINE_FAULT_BATCH_VARIANT": "1"})
+    cluster.wait_ready()
+    asks = [f"Weather in city number {i}, please." for i in range(6)]
+    alone = [_tool_call(cluster.url, ask) for ask in asks]
+    with ThreadPoolExecutor(len(asks)) as pool:
+        together = list(pool.map(lambda ask: _tool_call(cluster.url, ask), asks))
+    assert together != alone
+    changed = [a[0] != b[0] for a, b in zip(alone, together, strict=True)]
+    assert any(changed), "the fault changes the tool calls themselves, not only the logprobs"

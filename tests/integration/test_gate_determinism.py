@@ -11,6 +11,7 @@ import pytest
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateResult, Outcome
+from flows.gates.determinism.chat import canonical
 from flows.gates.determinism.runner import run_determinism
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -134,6 +135,15 @@ def test_the_nondeterministic_release_fails_naming_prompts(
     assert isinstance(first["index"], int)
     diverged = {d["prompt"] for s in failing for d in s["differences"]}
     assert {"chat_tool", "chat_json"} <= diverged, failing
+    scenarios = {
+        name: {
+            r["prompt"]: r["response"]
+            for r in json.loads((tmp_path / f"scenarios/{name}.json").read_text())
+        }
+        for name in ("alone", "all_at_once")
+    }
+    for probe in ("chat_tool", "chat_json"):  # the answers themselves, not only their logprobs
+        assert canonical(scenarios["alone"][probe]) != canonical(scenarios["all_at_once"][probe])
     at_once = next(s for s in failing if s["name"] == "all_at_once")
     if {d["prompt"] for d in at_once["differences"]} >= {"chat_tool", "chat_json"}:
         assert "chat_tool (" in result.reason
