@@ -110,7 +110,7 @@ def _short(point: PointRow) -> str:
     return ", ".join(f"{key} {getattr(point, key)}" for key in keys)
 
 
-DETERMINISM_KEYS = ("prompts", "scenarios", "against_previous", "hashes")
+DETERMINISM_KEYS = ("prompts", "scenarios", "against_previous", "hashes", "chat_hashes")
 
 
 def determinism_problems(

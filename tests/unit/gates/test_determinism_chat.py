@@ -308,3 +308,27 @@ def test_verify_judges_the_chat_probes_again_from_the_raw_responses(tmp_path: Pa
         "determinism: scenarios differs from the one the raw responses give",
         "determinism: outcome passed, the raw responses give failed",
     ]
+
+
+def test_verify_recomputes_the_chat_hashes_a_summary_claims(tmp_path: Path) -> None:
+    """A record whose summary claims other chat hashes than its raw answers give is caught (the
+    previous release's chat comparison reads them)."""
+    path = _record_with_chat(tmp_path)
+
+    def forged(summary: dict[str, Any]) -> None:
+        first = next(iter(summary["chat_hashes"].values()))
+        for key, value in first.items():
+            if isinstance(value, str):
+                first[key] = "0" * len(value)
+
+    result = json.loads((path / "determinism" / "result.json").read_text())
+    forged(result["summary"])
+    (path / "determinism" / "result.json").write_text(json.dumps(result))
+    record = json.loads((path / "record.json").read_text())
+    forged(record["stages"]["determinism"]["summary"])
+    for entry in record["stages"]["determinism"]["files"]:
+        if entry["path"] == "determinism/result.json":
+            entry["sha256"] = sha256_file(path / entry["path"])
+            entry["bytes"] = (path / entry["path"]).stat().st_size
+    (path / "record.json").write_text(json.dumps(record))
+    assert "determinism: chat_hashes differs from the one the raw responses give" in verify(path)
