@@ -72,9 +72,18 @@ class SpecPathMarker:
         return "SpecPath" if self.confined else "HostPath"
 
 
+def expand_home(path: Path) -> Path:
+    """`path` with a leading `~` or `~user` expanded; ValueError when there is no such home (a
+    spec names a user this machine lacks: a located spec error, not a crash)."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        raise ValueError(f"{path}: no home directory for {path.parts[0]!r}") from None
+
+
 def _to_path(value: object) -> object:
     if isinstance(value, str) and value:
-        return Path(value).expanduser()
+        return expand_home(Path(value))
     return value
 
 

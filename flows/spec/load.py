@@ -31,7 +31,15 @@ from pydantic import BaseModel, ValidationError
 
 from flows.errors import MultipleSpecError, SpecError
 from flows.settings import project_root
-from flows.spec.base import Loc, SpecContext, SpecModel, SpecPathMarker, inside, shown
+from flows.spec.base import (
+    Loc,
+    SpecContext,
+    SpecModel,
+    SpecPathMarker,
+    expand_home,
+    inside,
+    shown,
+)
 from flows.spec.errors import spec_errors
 from flows.spec.yamlfile import format_loc, read_yaml
 
@@ -194,16 +202,8 @@ def _overlay(
                 (*src, key),
                 expected=", ".join(sorted(allowed)),
             )
-    target = value["extends"]
     extends_loc = (*src, "extends")
-    if not isinstance(target, str) or not target.strip():
-        raise _error("must name a file", path, lines, extends_loc, expected="a relative path")
-    base_path = _clean(path.parent / Path(target).expanduser())
-    roots = project_roots(chain[0])
-    if not inside(base_path, roots):  # refused before reading: nothing of it can be echoed
-        raise _error(
-            f"{target} is outside the project", path, lines, extends_loc, _inside_text(roots)
-        )
+    base_path = _base_file(value["extends"], path, lines, extends_loc, chain)
     if base_path.resolve() in {seen.resolve() for seen in chain}:
         cycle = " -> ".join(str(seen) for seen in (*chain, base_path))
         raise _error(f"extends cycle: {cycle}", path, lines, extends_loc)
@@ -230,6 +230,24 @@ def _overlay(
     if src:
         return data, origins
     return _with_kind(value, (base_kind, base_path), data, origins, lines)
+
+
+def _base_file(
+    target: object, path: Path, lines: dict[Loc, int], extends_loc: Loc, chain: tuple[Path, ...]
+) -> Path:
+    """The file an `extends` names: relative to the overlay, inside the project."""
+    if not isinstance(target, str) or not target.strip():
+        raise _error("must name a file", path, lines, extends_loc, expected="a relative path")
+    try:
+        base_path = _clean(path.parent / expand_home(Path(target)))
+    except ValueError as error:
+        raise _error(str(error), path, lines, extends_loc, expected="a relative path") from None
+    roots = project_roots(chain[0])
+    if not inside(base_path, roots):  # refused before reading: nothing of it can be echoed
+        raise _error(
+            f"{target} is outside the project", path, lines, extends_loc, _inside_text(roots)
+        )
+    return base_path
 
 
 def _unset(

@@ -222,3 +222,10 @@ def test_undescribed_field_is_refused_at_definition() -> None:
 
         class Bad(SpecModel):
             value: int = 0
+
+
+def test_a_home_of_a_user_this_machine_lacks_is_a_spec_error(tmp_path: Path) -> None:
+    """`~nosuchuser` made pathlib raise RuntimeError (a crash, found by the fuzz test)."""
+    child = write(tmp_path / "child.yaml", "extends: ~nosuchuser-sparkgate/base.yaml\n")
+    with pytest.raises(SpecError, match=r"child\.yaml:1: extends: .*no home directory"):
+        load_document(child)
