@@ -124,6 +124,8 @@ def _benchmark(entry: StageEntry, record: Record) -> list[str]:
             tables.bench_rows(summary),
         ),
     ]
+    if summary.kv_capacity_tokens:
+        lines += ["", tables.kv_capacity_line(summary.kv_capacity_tokens)]
     return lines + _plot(record, "benchmark")
 
 

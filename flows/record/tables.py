@@ -96,6 +96,17 @@ def bench_rows(summary: BenchmarkSummary) -> list[Row]:
     return rows
 
 
+def kv_capacity_line(capacity: Mapping[str, float]) -> str:
+    """e.g. `KV cache capacity (engine-reported, not gated): previous 1,048,576 tokens,
+    candidate 983,040 tokens (-6.2%).`"""
+    parts = [f"{role} {capacity[role]:,.0f} tokens" for role in ("previous", "candidate")
+             if role in capacity]  # fmt: skip
+    text = "KV cache capacity (engine-reported, not gated): " + ", ".join(parts)
+    if capacity.get("previous") and "candidate" in capacity:
+        text += f" ({100 * (capacity['candidate'] / capacity['previous'] - 1):+.1f}%)"
+    return text + "."
+
+
 def bench_headline(summary: BenchmarkSummary) -> str:
     """e.g. `2 faster, 3 level; best decode/prose-c1 +12.0%`."""
     points = summary.points

@@ -128,6 +128,21 @@ def _interval(low: float | None, high: float | None) -> str:
     return f"[{low:+.1f}, {high:+.1f}]%"
 
 
+def kv_capacity_by_role(session: Session) -> dict[str, float]:
+    """The smallest KV cache capacity (tokens) each role's arms reported, where they did: a
+    release that leaves less memory for the cache serves fewer sequences, which no time shows."""
+    found: dict[str, float] = {}
+    for role in ("previous", "candidate"):
+        values = [
+            float(value)
+            for report in session.of(role)
+            if isinstance(value := report.identity.get("kv_capacity_tokens"), int | float)
+        ]
+        if values:
+            found[role] = min(values)
+    return found
+
+
 def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
     """The one line a person reads first, naming the points that decided."""
     comparison, arms = session.comparison, len(session.roles)

@@ -33,6 +33,7 @@ from flows.gates.benchmark.rules import (
     Focus,
     Role,
     arm_folder,
+    kv_capacity_by_role,
     order_problem,
     points_summary,
     reason_for,
@@ -214,6 +215,7 @@ class BenchmarkRunner:
                 gate_metrics=settings.gate_metrics,
                 tolerances=settings.tolerances,
                 points=points_summary(session),
+                kv_capacity_tokens=kv_capacity_by_role(session),
             ),
         )
 

@@ -43,6 +43,8 @@ class BenchmarkSummary(BaseModel):
     gate_metrics: list[str] | None = None
     tolerances: dict[str, float] = {}
     points: list[PointRow] = []
+    kv_capacity_tokens: dict[str, float] = {}
+    """KV cache capacity (tokens) per role where the engine exports it; reported, never gated."""
 
     def policy(self) -> GatePolicy:
         """The gate policy the session used (None: the engine-level default), to recompute it."""

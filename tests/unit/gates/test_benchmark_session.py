@@ -17,6 +17,8 @@ from flows.gates.benchmark.rules import (
     LEDGER_FILE,
     Focus,
     Role,
+    Session,
+    kv_capacity_by_role,
     order_problem,
     points_summary,
     reason_for,
@@ -25,6 +27,7 @@ from flows.gates.benchmark.rules import (
 from flows.gates.benchmark.runner import finished_arm, run_benchmark
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record.recompute import benchmark_problems
+from flows.record.tables import kv_capacity_line
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
@@ -317,3 +320,22 @@ def test_added_arms_measure_only_the_points_still_undecided() -> None:
     assert rows["single/p"].arms.arms == 3  # decided on the first session's arms
     assert rows["streams/c2"].arms is not None
     assert rows["streams/c2"].arms.arms == 5
+
+
+def test_kv_capacity_is_reported_per_role_as_the_smallest_any_arm_saw() -> None:
+    """A candidate that leaves less memory for the cache shows it, beside the verdicts."""
+    reports = [
+        arm(f"{i}", 100.0, 0.2).model_copy(update={"identity": {"kv_capacity_tokens": tokens}})
+        for i, tokens in enumerate([983040, 1048576, 983552])
+    ]
+    roles: list[Role] = ["candidate", "previous", "candidate"]
+    session = Session(roles, reports, compare(reports[::2], reports[1:2]), SessionDecision.PASS)
+    capacity = kv_capacity_by_role(session)
+    assert capacity == {"previous": 1048576.0, "candidate": 983040.0}
+    assert kv_capacity_line(capacity) == (
+        "KV cache capacity (engine-reported, not gated): previous 1,048,576 tokens, "
+        "candidate 983,040 tokens (-6.2%)."
+    )
+    plain = Session(roles, [arm(f"{i}", 100.0, 0.2) for i in range(3)], session.comparison,
+                    SessionDecision.PASS)  # fmt: skip
+    assert kv_capacity_by_role(plain) == {}  # an engine that exports none: nothing claimed
