@@ -83,7 +83,7 @@ def render_launch(
         [*launch.argv, *role_args, *release.engine.serve_args, *node.overrides.args], values
     )
     env = {
-        name: _fill(_reference_checked(value, f"env.{name}"), values, f"env.{name}")
+        name: fill_checked(_reference_checked(value, f"env.{name}"), values, f"env.{name}")
         for name, value in {**launch.env, **release.engine.env, **node.overrides.env}.items()
     }
     return LaunchPlan(
@@ -93,13 +93,13 @@ def render_launch(
         address=node.address,
         argv=argv,
         env=env,
-        cwd=_fill(launch.cwd, values, "launch.cwd"),
+        cwd=fill_checked(launch.cwd, values, "launch.cwd"),
         workdir=node.workdir,
         model_dir=values["model"],
         model_prepare=_fill_all(profile.model_prepare, values, "model_prepare"),
         cache_dirs={name: values[f"cache.{name}"] for name in profile.caches},
         kernel_cache=profile.kernel_cache,
-        ready_url=_fill(profile.ready.url, values, "ready.url") if node.head else None,
+        ready_url=fill_checked(profile.ready.url, values, "ready.url") if node.head else None,
         stop_signal=profile.stop.signal,
         stop_grace_s=profile.stop.grace_s,
         secret_keys=list(cluster.secret_keys),
@@ -149,11 +149,11 @@ def placeholder_values(
     }
     options = {**profile.options, **release.engine.options}
     base.update({f"option.{name}": value for name, value in options.items()})
-    base["python"] = _fill(cluster.runtime.python, base, "runtime.python")
+    base["python"] = fill_checked(cluster.runtime.python, base, "runtime.python")
     base.update(
-        {f"cache.{n}": _fill(c.path, base, f"caches.{n}") for n, c in profile.caches.items()}
+        {f"cache.{n}": fill_checked(c.path, base, f"caches.{n}") for n, c in profile.caches.items()}
     )
-    base["model"] = _fill(profile.model_dir, base, "model_dir")
+    base["model"] = fill_checked(profile.model_dir, base, "model_dir")
     base.update(extra or {})
     return base
 
@@ -191,10 +191,17 @@ def _node(cluster: Cluster, name: str) -> Node:
 
 
 def _fill_all(templates: list[str], values: Mapping[str, str], where: str = "argv") -> list[str]:
-    return [_fill(text, values, f"{where}[{index}]") for index, text in enumerate(templates)]
+    return [fill_checked(text, values, f"{where}[{index}]") for index, text in enumerate(templates)]
 
 
-def _fill(template: str, values: Mapping[str, str], where: str) -> str:
+UNSET_IS_AN_ERROR = ("model_checkpoint", "model_revision")
+"""Placeholders a template may use only when the release sets them: filled with nothing they
+would make a wrong path (`.../snapshots/`) or argument, silently."""
+
+
+def fill_checked(template: str, values: Mapping[str, str], where: str) -> str:
+    """`template` filled; SpecError at `where` for an unknown placeholder, or one naming a model
+    field the release leaves unset."""
     unknown = unknown_placeholders(template, values)
     if unknown:
         raise SpecError(
@@ -202,4 +209,13 @@ def _fill(template: str, values: Mapping[str, str], where: str) -> str:
             key=where,
             expected="one of " + ", ".join("{" + name + "}" for name in sorted(values)),
         )
+    for name in UNSET_IS_AN_ERROR:
+        if "{" + name + "}" in template and not values.get(name):
+            field = name.removeprefix("model_")
+            raise SpecError(
+                f"{template!r} names {{{name}}}, but release {values.get('release', '?')} sets "
+                f"no model.{field}",
+                key=where,
+                expected=f"model.{field} in the release",
+            )
     return fill(template, values)

@@ -50,7 +50,7 @@ from flows.errors import BuildError, ClusterError, TransportError
 from flows.lines import LineSink
 from flows.secrets import resolve_env
 from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
-from flows.spec.launch import LaunchPlan, placeholder_values, render_all
+from flows.spec.launch import LaunchPlan, fill_checked, placeholder_values, render_all
 from flows.spec.release import Release
 from flows.spec.template import fill
 
@@ -107,8 +107,12 @@ def cluster_mounts(cluster: Cluster, release: Release, node: Node) -> tuple[Bind
     """The cluster's bind mounts (model, caches) for a container on `node`, placeholders filled."""
     values = placeholder_values(cluster, release, node)
     return tuple(
-        BindMount(source=fill(m.source, values), target=m.target, read_only=m.mode == "ro")
-        for m in docker_spec(cluster).mounts
+        BindMount(
+            source=fill_checked(m.source, values, f"runtime.mounts[{index}].source"),
+            target=m.target,
+            read_only=m.mode == "ro",
+        )
+        for index, m in enumerate(docker_spec(cluster).mounts)
     )
 
 

@@ -44,15 +44,21 @@ def check_fits(cluster: Cluster, release: Release) -> None:
 
     Image builds (adopted, or made by the operator's command) run only in docker clusters: a
     process cluster installs a wheel built from a source tree. A docker cluster's `run_args` must
-    all be options the runtime passes on (it refuses the rest rather than drop them).
+    all be options the runtime passes on (it refuses the rest rather than drop them), and its
+    mounts must fill (a `{model_revision}` with a release that sets none would mount nothing).
     """
     if cluster.runtime.kind == "docker":
-        from flows.cluster.runtime.docker import run_arg_options  # noqa: PLC0415 - docker SDK
+        from flows.cluster.runtime.docker import (  # noqa: PLC0415 - docker SDK
+            cluster_mounts,
+            run_arg_options,
+        )
 
         try:
             run_arg_options(cluster.runtime.run_args)
         except ClusterError as error:
             raise SpecError(str(error), key="runtime.run_args") from None
+        for node in cluster.nodes:  # a mount naming a model field the release leaves unset
+            cluster_mounts(cluster, release, node)
     elif release.build.makes_image:
         raise SpecError(
             f"release {release.name} adopts an image (build.kind {release.build.kind}), but "

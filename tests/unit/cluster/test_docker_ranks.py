@@ -23,6 +23,7 @@ from flows.cluster.runtime.base import Installed, RankHandle
 from flows.cluster.runtime.containers import RankContainer, create_options
 from flows.cluster.runtime.docker import (
     DockerRanks,
+    cluster_mounts,
     node_daemons,
     owned_folders,
     rank_container,
@@ -323,8 +324,31 @@ def test_node_facts_name_the_daemon_version_or_why_not(
 def test_a_run_arg_the_runtime_would_drop_is_refused_before_anything_starts() -> None:
     ring = load_model(RING, Cluster)
     runtime = ring.runtime.model_copy(update={"run_args": ["--ipc=host", "--rm"]})
-    release = load_model(ROOT / "releases" / "r1.yaml", Release)
+    release = load_model(ROOT / "examples/spark-ds41f/releases/ring/r6x.yaml", Release)
     with pytest.raises(SpecError, match="--rm: not supported") as raised:
         check_fits(ring.model_copy(update={"runtime": runtime}), release)
     assert raised.value.key == "runtime.run_args"
     check_fits(ring, release)  # the recipe's own arguments all pass
+
+
+def test_a_mount_naming_the_revision_follows_the_release_or_is_refused_before_a_start() -> None:
+    """`.../snapshots/{model_revision}` mounts the snapshot the release names; a release that
+    names none would mount `.../snapshots/` silently, so it is refused at the mount's key."""
+    ring = load_model(RING, Cluster)
+    runtime = ring.runtime.model_copy(deep=True)
+    assert runtime.kind == "docker"
+    first = runtime.mounts[0]
+    runtime.mounts[0] = first.model_copy(
+        update={"source": first.source.rsplit("/", 1)[0] + "/{model_revision}"}
+    )
+    following = ring.model_copy(update={"runtime": runtime})
+    r6x = load_model(ROOT / "examples/spark-ds41f/releases/ring/r6x.yaml", Release)
+    check_fits(following, r6x)
+    assert cluster_mounts(following, r6x, following.nodes[1])[0].source.endswith(
+        f"/snapshots/{r6x.model.revision}"
+    )
+    model = r6x.model.model_copy(update={"checkpoint": None, "revision": None})
+    bare = r6x.model_copy(update={"model": model})
+    with pytest.raises(SpecError, match=r"names \{model_revision\}, but release r6x sets no") as e:
+        check_fits(following, bare)
+    assert e.value.key == "runtime.mounts[0].source"
