@@ -12,19 +12,28 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.boot.caches import cache_targets
+from flows.cluster.build.dockerfile import (
+    build_argv,
+    build_endpoint,
+    builder_env,
+    probe_builder,
+    refusal,
+    render_tag,
+)
 from flows.cluster.ops.lock import lock_settings
 from flows.cluster.ops.preflight import node_values
 from flows.cluster.runtime.factory import rank_spec
 from flows.gates.base import api_base_url
 from flows.pipeline.previous import compares_with_previous, missing_previous
 from flows.record.reader import latest_record
-from flows.spec.cluster import Cluster
+from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.launch import LaunchPlan, render_all, spec_secrets
 from flows.spec.release import BOOT_MODES, Release
 from flows.spec.template import fill
@@ -147,6 +156,8 @@ def _build(release: Release, cluster: Cluster) -> list[PlanStep]:
                         "args": sorted(build.args)},
             )
         ]  # fmt: skip
+    if build.kind == "dockerfile":
+        return _dockerfile_build(release, cluster)
     node = build.on or cluster.head.name
     if build.kind == "image":
         return [
@@ -165,6 +176,40 @@ def _build(release: Release, cluster: Cluster) -> list[PlanStep]:
             stage="build", node=node, action="run the release's build command",
             detail={"argv": build.command, "cwd": build.cwd, "timeout_s": build.timeout_s,
                     **named},
+        )
+    ]  # fmt: skip
+
+
+def _dockerfile_build(release: Release, cluster: Cluster) -> list[PlanStep]:
+    """The docker CLI command the build stage would run (builder probed; secrets redacted)."""
+    build = release.build
+    endpoint = build_endpoint(cluster, release)
+    builder = probe_builder({"DOCKER_HOST": endpoint.base_url})
+    policy = cluster.runtime.builds if isinstance(cluster.runtime, DockerRuntime) else None
+    network = policy is not None and policy.network
+    tag = render_tag(build.tag, release.name, datetime(2000, 1, 1, tzinfo=UTC)).replace(
+        "20000101t000000", "<stamp>"
+    )
+    argv = build_argv(
+        build, builder=builder, tag=tag, args=dict(build.args), network=network,
+        iidfile="<iidfile>",
+    )  # fmt: skip
+    secrets = spec_secrets(cluster, release)
+    detail: dict[str, Any] = {
+        "argv": secrets.argv(argv),
+        "env": builder_env(builder, endpoint.base_url),
+        "builder": builder,
+        "network": "allowed" if network else "none",
+        "pull": "allowed" if policy is not None and policy.pull else "refused: bases must be local",
+        "timeout_s": build.timeout_s,
+    }
+    problem = refusal(build, builder)
+    if problem is not None:
+        detail["refused"] = problem
+    return [
+        PlanStep(
+            stage="build", node=endpoint.node, action="build the release's Dockerfile",
+            detail=detail,
         )
     ]  # fmt: skip
 

@@ -114,8 +114,8 @@ def prepared_cluster(
         build = build_task(
             resumed or release, cluster, transports=held.transports, state=state, say=say
         )
-        if resumed is not None:  # still the command's image, adopted again by its ID
-            build = build.model_copy(update={"origin": "command"})
+        if resumed is not None:  # still the built image, adopted again by its ID
+            build = build.model_copy(update={"origin": release.build.kind})
         observer.finished("build", "passed", build.short)
         runs = run_release(release, build)
         ensure_held()

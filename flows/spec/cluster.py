@@ -69,6 +69,21 @@ class Mount(SpecModel):
     mode: Literal["ro", "rw"] = Field(default="ro", description="Read-only or read-write.")
 
 
+class ImageBuilds(SpecModel):
+    """What a `build.kind: dockerfile` release may do while it builds on this cluster.
+
+    Offline by default: RUN steps get no network and nothing is pulled (every base image, the
+    `# syntax` frontend and each docker-image:// context must already be on the build daemon).
+    """
+
+    network: bool = Field(default=False, description="RUN steps may use the network.")
+    pull: bool = Field(default=False, description="Missing base images may be pulled.")
+    controller_daemon: str = Field(
+        default="unix:///var/run/docker.sock",
+        description="The controller's Docker daemon, for `build.on: controller`.",
+    )
+
+
 class DockerRuntime(SpecModel):
     """Ranks run as containers of the release image, one per node."""
 
@@ -83,6 +98,9 @@ class DockerRuntime(SpecModel):
     python: str = Field(default="python", description="Interpreter inside the image.")
     run_args: list[str] = Field(default=[], description="Extra `docker run` style options.")
     mounts: list[Mount] = Field(default=[], description="Bind mounts into the container.")
+    builds: ImageBuilds = Field(
+        default=ImageBuilds(), description="Network and pulls of dockerfile builds."
+    )
 
 
 Runtime = Annotated[ProcessRuntime | DockerRuntime, Field(discriminator="kind")]

@@ -8,6 +8,7 @@ decides whether determinism compares tokens with the previous release.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -48,26 +49,67 @@ BOOT_MODES: tuple[BootMode, ...] = ("warm", "one-rank-kernels", "all-kernels", "
 
 IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9._/:@-]*$"
 IMAGE_ID = r"^sha256:[0-9a-f]{64}$"
-BuildKind = Literal["source", "image", "command"]
+BuildKind = Literal["source", "image", "command", "dockerfile"]
+CONTROLLER = "controller"
+"""`build.on: controller`: a dockerfile build on the machine sparkgate runs on."""
+IMAGE_CONTEXT = "docker-image://"
+CONTEXT_NAME = r"^[a-z0-9][a-z0-9._-]*$"
+TAG_FIELDS = ("release", "stamp")
 
 
 class Build(SpecModel):
-    """Where the engine comes from, one of three kinds.
+    """Where the engine comes from, one of four kinds.
 
     `source` (the bundled engine): a source tree built by sparkgate into a wheel (process
     clusters) or an image (docker clusters). `image`: a prebuilt image adopted as is, by tag or ID.
     `command`: the operator's own build command (the recipe's `bin/spark build image --apply`),
     run on a node whose daemon then holds the image; its name is given, written to a file or
-    printed. Image kinds need a docker cluster; the record keeps the image ID, and promotion and
-    deploys run exactly that image, never building again.
+    printed. `dockerfile`: a Dockerfile built by sparkgate with the docker CLI (BuildKit through
+    buildx where offered: build args, named contexts, a target), on a node's daemon or on the
+    controller's, whose image is then shipped to every node. Image kinds need a docker cluster;
+    the record keeps the image ID, and promotion and deploys run exactly that image, never
+    building again.
     """
 
-    kind: BuildKind = Field(default="source", description="source, image or command.")
+    kind: BuildKind = Field(default="source", description="source, image, command or dockerfile.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _on_key(cls, data: object) -> object:
+        """YAML 1.1 reads a bare `on:` key as the boolean true: it is the `on` field."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            return {("on" if key is True else key): value for key, value in data.items()}
+        return data
+
     source: SpecPath | None = Field(
         default=None, description="source: the engine source directory (relative to this file)."
     )
-    dockerfile: str = Field(default="Dockerfile", description="source: Dockerfile in `source`.")
-    args: dict[str, EnvValue] = Field(default={}, description="source: Docker build arguments.")
+    dockerfile: str = Field(
+        default="Dockerfile",
+        description="source: Dockerfile in `source`; dockerfile: relative to `context`.",
+    )
+    args: dict[str, EnvValue] = Field(
+        default={}, description="source, dockerfile: Docker build arguments."
+    )
+    context: SpecPath | None = Field(
+        default=None, description="dockerfile: the build context folder (relative to this file)."
+    )
+    contexts: dict[Annotated[str, Field(pattern=CONTEXT_NAME)], str] = Field(
+        default={},
+        description="dockerfile: named contexts, name -> a folder (relative to `context`) or "
+        "docker-image://REF; needs BuildKit (buildx).",
+    )
+    target: Annotated[str, Field(pattern=CONTEXT_NAME)] | None = Field(
+        default=None, description="dockerfile: the stage to build (default the last)."
+    )
+    tag: str = Field(
+        default="sparkgate/{release}:{stamp}",
+        description="dockerfile: the tag, with {release} and {stamp} (UTC build time).",
+    )
+    platform: str | None = Field(
+        default=None,
+        description="dockerfile: the platform to build for (linux/arm64); must be the nodes'.",
+    )
     image: Annotated[str, Field(pattern=IMAGE_REFERENCE)] | None = Field(
         default=None,
         description="image: the tag or ID to adopt; command: the tag the command produces.",
@@ -82,7 +124,9 @@ class Build(SpecModel):
         default=None, description="command: working directory on that node (absolute)."
     )
     on: str | None = Field(
-        default=None, description="command: the node to build on (default the cluster's head)."
+        default=None,
+        description="command: the node to build on (default the head); dockerfile: that, or "
+        "`controller`.",
     )
     image_file: str | None = Field(
         default=None,
@@ -92,14 +136,63 @@ class Build(SpecModel):
         default=None,
         description="command: a regex with one group; its last match in the output is the tag.",
     )
-    timeout_s: float = Field(default=7200.0, gt=0, description="command: how long it may run.")
+    timeout_s: float = Field(
+        default=7200.0, gt=0, description="command, dockerfile: how long the build may run."
+    )
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Each kind names what it needs and nothing another kind needs."""
         problems = self._kind_problems()
+        if not problems and self.kind == "dockerfile" and self.context is not None:
+            return self._context_problems(self.context, context)
         if problems or self.kind != "source" or self.source is None:
             return problems
         return self._source_problems(self.source, context)
+
+    def _context_problems(self, folder: Path, context: SpecContext | None) -> list[Problem]:
+        """The context, the Dockerfile and every named folder exist inside the project (each is
+        read by the builder and sent to a daemon), probed only once the loader resolved them."""
+        if context is None or not folder.is_absolute() or confined_out(folder, context):
+            return []
+        if not folder.is_dir():
+            return [Problem(("context",), f"no such directory: {shown(folder)}", "a folder")]
+        problems = []
+        dockerfile = self.dockerfile_path
+        outside = dockerfile is not None and confined_out(dockerfile, context)
+        if outside or self.dockerfile.startswith("~"):
+            problems.append(Problem(("dockerfile",), "outside the project", "a file inside it"))
+        elif dockerfile is not None and not dockerfile.is_file():
+            problems.append(
+                Problem(("dockerfile",), f"no such file: {shown(dockerfile)}", "the Dockerfile")
+            )
+        for name, path in self.context_folders.items():
+            if confined_out(path, context) or self.contexts[name].startswith("~"):
+                problems.append(
+                    Problem(("contexts", name), "outside the project", "a folder inside it")
+                )
+            elif not path.is_dir():
+                problems.append(
+                    Problem(("contexts", name), f"no such directory: {shown(path)}", "a folder")
+                )
+        return problems
+
+    @property
+    def dockerfile_path(self) -> Path | None:
+        """A dockerfile build's Dockerfile (relative to `context`), None for other kinds."""
+        if self.kind != "dockerfile" or self.context is None:
+            return None
+        return Path(os.path.normpath(self.context / self.dockerfile))
+
+    @property
+    def context_folders(self) -> dict[str, Path]:
+        """The named contexts that are folders (relative to `context`), absolute."""
+        if self.context is None:
+            return {}
+        return {
+            name: Path(os.path.normpath(self.context / value))
+            for name, value in self.contexts.items()
+            if not value.startswith(IMAGE_CONTEXT)
+        }
 
     def _kind_problems(self) -> list[Problem]:
         used = {
@@ -111,11 +204,17 @@ class Build(SpecModel):
             "on": self.on is not None,
             "image_file": self.image_file is not None,
             "image_line": self.image_line is not None,
+            "context": self.context is not None,
+            "contexts": bool(self.contexts),
+            "target": self.target is not None,
+            "platform": self.platform is not None,
+            "tag": self.tag != Build.model_fields["tag"].default,
         }
         allowed = {
             "source": {"source", "args"},
             "image": {"image_id"},
             "command": {"command", "cwd", "on", "image_file", "image_line"},
+            "dockerfile": {"args", "context", "contexts", "target", "platform", "on", "tag"},
         }[self.kind]
         article = "an" if self.kind == "image" else "a"
         problems = [
@@ -129,6 +228,36 @@ class Build(SpecModel):
             problems.append(Problem(("image",), "an image build needs it", "a tag or an ID"))
         if self.kind == "command":
             problems += self._command_problems()
+        if self.kind == "dockerfile":
+            problems += self._dockerfile_kind_problems()
+        return problems
+
+    def _dockerfile_kind_problems(self) -> list[Problem]:
+        problems = []
+        if self.context is None:
+            problems.append(Problem(("context",), "a dockerfile build needs it", "a folder"))
+        if self.image is not None:
+            problems.append(Problem(("image",), "a dockerfile build names it `tag`", "tag"))
+        try:
+            sample = self.tag.format(release="release", stamp="20261203t000000")
+        except (KeyError, IndexError, ValueError) as error:
+            sample = ""
+            problems.append(
+                Problem(("tag",), f"bad placeholder {error}", "placeholders {release}, {stamp}")
+            )
+        if sample and (re.match(IMAGE_REFERENCE, sample) is None or "@" in sample):
+            problems.append(
+                Problem(("tag",), f"not an image tag: {sample}", "a lowercase name:tag")
+            )
+        for name, value in self.contexts.items():
+            if not value.strip():
+                problems.append(
+                    Problem(("contexts", name), "empty", "a folder or docker-image://REF")
+                )
+            elif value.startswith(IMAGE_CONTEXT) and not re.match(
+                IMAGE_REFERENCE, value.removeprefix(IMAGE_CONTEXT)
+            ):
+                problems.append(Problem(("contexts", name), "not an image reference", "REF"))
         return problems
 
     def _command_problems(self) -> list[Problem]:
@@ -160,6 +289,8 @@ class Build(SpecModel):
             "source": "source, dockerfile, args",
             "image": "image, image_id",
             "command": "command, cwd, on and one of image, image_file, image_line",
+            "dockerfile": "context, dockerfile, args, contexts, target, tag, platform, on, "
+            "timeout_s",
         }[self.kind]
 
     def _source_problems(self, source: Path, context: SpecContext | None) -> list[Problem]:
@@ -209,6 +340,11 @@ class Build(SpecModel):
             )  # fmt: skip
             where = f"on {self.on or 'the head'}" + (f" in {self.cwd}" if self.cwd else "")
             return f"command `{shlex.join(self.command)}` {where}, {named}"
+        if self.kind == "dockerfile":
+            where = "the controller" if self.on == CONTROLLER else self.on or "the head"
+            extra = f", named contexts {', '.join(sorted(self.contexts))}" if self.contexts else ""
+            stage = f", target {self.target}" if self.target else ""
+            return f"dockerfile {self.dockerfile} in {self.context} on {where}{stage}{extra}"
         return f"source {self.source} ({self.dockerfile})"
 
     @property

@@ -16,10 +16,11 @@ from flows.cluster.build.release_image import (
     build_on,
     docker_endpoints,
 )
+from flows.cluster.transport.docker_client import DockerEndpoint
 from flows.errors import BuildError
 from flows.lines import LineSink, silent
-from flows.spec.cluster import Cluster
-from flows.spec.release import Release
+from flows.spec.cluster import Cluster, DockerRuntime
+from flows.spec.release import CONTROLLER, Release
 
 
 class LineProgress:
@@ -71,11 +72,19 @@ def build_for(
 def distribute_for(
     cluster: Cluster, release: Release, build: ImageBuild, say: LineSink = silent
 ) -> list[NodeImage]:
-    """Load the built image on every other node and verify one image ID everywhere."""
+    """Load the built image on every other node and verify one image ID everywhere.
+
+    An image built on the controller's daemon is sent to every node; the controller's copy is
+    the reference and not counted as a node.
+    """
     endpoints = docker_endpoints(cluster, release)
-    source = next((e for e in endpoints if e.node == build.built_on), endpoints[0])
+    if build.built_on == CONTROLLER and isinstance(cluster.runtime, DockerRuntime):
+        source = DockerEndpoint(node=CONTROLLER, base_url=cluster.runtime.builds.controller_daemon)
+    else:
+        source = next((e for e in endpoints if e.node == build.built_on), endpoints[0])
     others = [endpoint for endpoint in endpoints if endpoint is not source]
-    nodes = distribute_image(source, others, build.built.tag, LineProgress(say))
+    copies = distribute_image(source, others, build.built.tag, LineProgress(say))
+    nodes = copies[1:] if source.node == CONTROLLER else copies  # verified in [source, *others]
     wrong = [n.facts.node for n in nodes if n.facts.image_id != build.built.image_id]
     if wrong:
         raise BuildError(

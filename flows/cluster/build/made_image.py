@@ -68,16 +68,18 @@ def pinned(release: Release, tag: str, image_id: str) -> Release:
 
 
 def resumed_image(release: Release, unfinished: Any) -> Release | None:
-    """A command-built release pinned to the image its unfinished record was qualifying.
+    """A command- or dockerfile-built release pinned to the image its unfinished record was
+    qualifying.
 
-    Resuming must not run the operator's build command again: the recipe refuses to rebuild a
-    tag that exists, and a new image would start the qualification over. None when there is
-    nothing to resume (no record, another kind of build, or a build.json without an image).
+    Resuming must not build again: the recipe refuses to rebuild a tag that exists, and a new
+    image would start the qualification over. None when there is nothing to resume (no record,
+    another kind of build, or a build.json without an image).
     """
-    if release.build.kind != "command" or not isinstance(unfinished, dict):
+    kind = release.build.kind
+    if kind not in ("command", "dockerfile") or not isinstance(unfinished, dict):
         return None
     built = unfinished.get("built")
-    if unfinished.get("origin") != "command" or not isinstance(built, dict):
+    if unfinished.get("origin") != kind or not isinstance(built, dict):
         return None
     tag, image_id = built.get("tag"), built.get("image_id")
     if not isinstance(tag, str) or not isinstance(image_id, str):

@@ -39,8 +39,8 @@ class ImageBuild(BaseModel):
     base_image: str
     lock_digest: str
     seconds: dict[str, float]
-    origin: Literal["source", "image", "command"] = "source"
-    built_on: str | None = None  # the node whose daemon holds it (None: the head)
+    origin: Literal["source", "image", "command", "dockerfile"] = "source"
+    built_on: str | None = None  # the node whose daemon holds it (None: the head; or controller)
 
     @property
     def digest(self) -> str:
@@ -55,6 +55,8 @@ class ImageBuild(BaseModel):
     @property
     def verb(self) -> str:
         """How the image came to be here: built, reused (built before) or adopted."""
+        if self.origin == "dockerfile":
+            return "built"
         if self.origin != "source":
             return "adopted"
         return "reused" if self.built.reused else "built"

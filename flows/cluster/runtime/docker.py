@@ -28,6 +28,7 @@ from requests.exceptions import RequestException
 
 from flows.cluster.boot.caches import CacheTarget, empty_caches
 from flows.cluster.build.docker_release import build_for, distribute_for
+from flows.cluster.build.dockerfile import dockerfile_image
 from flows.cluster.build.made_image import made_image
 from flows.cluster.build.release_image import ImageBuild
 from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
@@ -265,6 +266,8 @@ class DockerRanks:
         if self._state is None:
             raise ClusterError("the docker runtime was made without a state folder to build in")
         self._release = release
+        if release.build.kind == "dockerfile":
+            return dockerfile_image(self._cluster, release, say)
         if release.build.makes_image:
             return made_image(self._cluster, release, self._transports, say)
         return build_for(self._cluster, release, self._state, say)

@@ -45,7 +45,8 @@ def check_fits(cluster: Cluster, release: Release) -> None:
     Image builds (adopted, or made by the operator's command) run only in docker clusters: a
     process cluster installs a wheel built from a source tree. A docker cluster's `run_args` must
     all be options the runtime passes on (it refuses the rest rather than drop them), and its
-    mounts must fill (a `{model_revision}` with a release that sets none would mount nothing).
+    mounts must fill (a `{model_revision}` with a release that sets none would mount nothing). A
+    dockerfile build must name a build node the cluster has, and named contexts need buildx.
     """
     if cluster.runtime.kind == "docker":
         from flows.cluster.runtime.docker import (  # noqa: PLC0415 - docker SDK
@@ -59,6 +60,10 @@ def check_fits(cluster: Cluster, release: Release) -> None:
             raise SpecError(str(error), key="runtime.run_args") from None
         for node in cluster.nodes:  # a mount naming a model field the release leaves unset
             cluster_mounts(cluster, release, node)
+        if release.build.kind == "dockerfile":
+            from flows.cluster.build.dockerfile import check_buildable  # noqa: PLC0415
+
+            check_buildable(cluster, release)
     elif release.build.makes_image:
         raise SpecError(
             f"release {release.name} adopts an image (build.kind {release.build.kind}), but "
