@@ -334,3 +334,10 @@ def test_qualify_plan_shows_the_build_command_with_secrets_redacted(
     assert detail["env"] == {"DOCKER_HOST": "unix:///run/dock-local0.sock", "DOCKER_BUILDKIT": "1"}
     assert detail["pull"].startswith("refused")
     assert not (tmp_path / ".sparkgate").exists()
+
+
+def test_a_bare_on_key_names_the_build_node_though_yaml_reads_it_as_true(tmp_path: Path) -> None:
+    """YAML 1.1 reads `on:` as the boolean true; it failed as "Keys should be strings"."""
+    build = "  kind: command\n  command: [make]\n  image: x:1\n  on: local1\n"
+    assert _release(tmp_path, build).build.on == "local1"
+    assert _release(_tree(tmp_path), DOCKERFILE).build.on == "controller"
