@@ -9,6 +9,11 @@ release's build arguments:
   (`base_image.py`, `image.py`) and streamed to every other daemon (`distribute.py`,
   `fanout.py`); `docker_release.py` wires those for a cluster and a release.
 
+Images sparkgate does not make from the engine's source are adopted by their image ID
+(`made_image.py`: a prebuilt tag, or the operator's build command), or built from the release's
+own Dockerfile with the docker CLI, BuildKit where offered, on a node's or the controller's
+daemon (`dockerfile.py`); all are distributed and verified like the source kind's image.
+
 Add a build kind:
 1. Write `flows/cluster/build/<kind>.py` with a frozen pydantic build model (a `digest` and a
    `short` name) and a function that makes it from a `Release`, reporting to `say: LineSink`.
