@@ -126,7 +126,7 @@ class Build(SpecModel):
     on: str | None = Field(
         default=None,
         description="command: the node to build on (default the head); dockerfile: that, or "
-        "`controller`.",
+        "`controller`; image: the node (or `controller`) whose daemon holds the image.",
     )
     image_file: str | None = Field(
         default=None,
@@ -212,7 +212,7 @@ class Build(SpecModel):
         }
         allowed = {
             "source": {"source", "args"},
-            "image": {"image_id"},
+            "image": {"image_id", "on"},
             "command": {"command", "cwd", "on", "image_file", "image_line"},
             "dockerfile": {"args", "context", "contexts", "target", "platform", "on", "tag"},
         }[self.kind]
@@ -273,6 +273,8 @@ class Build(SpecModel):
                     "one of image, image_file, image_line",
                 )
             )
+        if self.on == CONTROLLER:
+            problems.append(Problem(("on",), "a build command runs on a node", "a node name"))
         if self.cwd is not None and not self.cwd.startswith("/"):
             problems.append(Problem(("cwd",), "not absolute", "a path on the build node"))
         if self.image_line is not None:
@@ -287,7 +289,7 @@ class Build(SpecModel):
     def _needs(self) -> str:
         return {
             "source": "source, dockerfile, args",
-            "image": "image, image_id",
+            "image": "image, image_id, on",
             "command": "command, cwd, on and one of image, image_file, image_line",
             "dockerfile": "context, dockerfile, args, contexts, target, tag, platform, on, "
             "timeout_s",
@@ -331,7 +333,8 @@ class Build(SpecModel):
         """One line saying where the engine comes from (for `render`)."""
         if self.kind == "image":
             pinned = f" (pinned to {self.image_id})" if self.image_id else ""
-            return f"image {self.image}{pinned}, adopted as is"
+            where = f" from {self.on}" if self.on else ""
+            return f"image {self.image}{pinned}, adopted as is{where}"
         if self.kind == "command":
             named = (
                 f"tag {self.image}" if self.image is not None

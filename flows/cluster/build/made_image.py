@@ -19,15 +19,16 @@ from contextlib import closing
 from typing import Any
 
 from flows.cluster.build.distribute import inspect_facts
+from flows.cluster.build.dockerfile import build_endpoint
 from flows.cluster.build.image import BuiltImage
-from flows.cluster.build.release_image import ImageBuild, docker_endpoints
+from flows.cluster.build.release_image import ImageBuild
 from flows.cluster.build.wheel import ProcessBuild
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SpecError
 from flows.lines import LineSink
 from flows.spec.cluster import Cluster
-from flows.spec.release import Build, Release
+from flows.spec.release import CONTROLLER, Build, Release
 
 OUTPUT_TAIL = 600
 ReleaseBuild = ProcessBuild | ImageBuild
@@ -53,7 +54,9 @@ def tag_from_file(text: str) -> str | None:
 
 
 def build_node(cluster: Cluster, build: Build) -> str:
-    """The node whose daemon holds the image: `on`, or the head."""
+    """The node whose daemon holds the image: `on`, or the head (or `controller`: its daemon)."""
+    if build.on == CONTROLLER and build.kind != "command":
+        return CONTROLLER
     name = build.on or cluster.head.name
     if name not in {node.name for node in cluster.nodes}:
         raise SpecError(
@@ -62,9 +65,11 @@ def build_node(cluster: Cluster, build: Build) -> str:
     return name
 
 
-def pinned(release: Release, tag: str, image_id: str) -> Release:
-    """The release as an adopted image with this exact ID (what the rest of a run boots)."""
-    return release.model_copy(update={"build": Build(kind="image", image=tag, image_id=image_id)})
+def pinned(release: Release, tag: str, image_id: str, on: str | None = None) -> Release:
+    """The release as an adopted image with this exact ID (what the rest of a run boots), held
+    by the daemon `on` (a node, or the controller's; None: the head's)."""
+    build = Build(kind="image", image=tag, image_id=image_id, on=on)
+    return release.model_copy(update={"build": build})
 
 
 def resumed_image(release: Release, unfinished: Any) -> Release | None:
@@ -84,13 +89,14 @@ def resumed_image(release: Release, unfinished: Any) -> Release | None:
     tag, image_id = built.get("tag"), built.get("image_id")
     if not isinstance(tag, str) or not isinstance(image_id, str):
         return None
-    return pinned(release, tag, image_id)
+    on = unfinished.get("built_on")
+    return pinned(release, tag, image_id, on if isinstance(on, str) else None)
 
 
 def run_release(release: Release, build: ReleaseBuild) -> Release:
     """The release a run boots after its build stage: an image build pinned to the image made."""
     if isinstance(build, ImageBuild) and release.build.makes_image:
-        return pinned(release, build.built.tag, build.built.image_id)
+        return pinned(release, build.built.tag, build.built.image_id, build.built_on)
     return release
 
 
@@ -110,7 +116,7 @@ def made_image(
         reference = build.image
     else:  # validation refuses this; kept for models built in code
         raise SpecError("an image build needs `image`", key="build.image")
-    endpoint = next(e for e in docker_endpoints(cluster, release) if e.node == node)
+    endpoint = build_endpoint(cluster, release)
     adopted = adopt(endpoint, reference, expected_id=build.image_id)
     seconds = time.monotonic() - started
     say(f"image {reference} on {node}: {adopted.image_id[:19]}")

@@ -289,13 +289,18 @@ def test_a_built_image_is_pinned_for_the_run_and_resumed_without_building_again(
         base_image="", lock_digest="", seconds={}, origin="dockerfile", built_on="controller",
     )  # fmt: skip
     assert made.verb == "built"
+    # the rest of the run adopts it from the daemon that built it (the controller's here)
     assert run_release(release, made).build == Build(
-        kind="image", image="sparkgate/r7:t", image_id=IMAGE_ID
+        kind="image", image="sparkgate/r7:t", image_id=IMAGE_ID, on="controller"
     )
-    unfinished = {"origin": "dockerfile", "built": {"tag": "sparkgate/r7:t", "image_id": IMAGE_ID}}
+    unfinished = {
+        "origin": "dockerfile", "built_on": "controller",
+        "built": {"tag": "sparkgate/r7:t", "image_id": IMAGE_ID},
+    }  # fmt: skip
     resumed = resumed_image(release, unfinished)
     assert resumed is not None
     assert (resumed.build.kind, resumed.build.image_id) == ("image", IMAGE_ID)
+    assert resumed.build.on == "controller"
     assert resumed_image(release, {**unfinished, "origin": "command"}) is None
 
 
@@ -341,3 +346,20 @@ def test_a_bare_on_key_names_the_build_node_though_yaml_reads_it_as_true(tmp_pat
     build = "  kind: command\n  command: [make]\n  image: x:1\n  on: local1\n"
     assert _release(tmp_path, build).build.on == "local1"
     assert _release(_tree(tmp_path), DOCKERFILE).build.on == "controller"
+
+
+def test_an_image_built_or_adopted_on_another_daemon_is_adopted_there(tmp_path: Path) -> None:
+    """A pinned image is looked up where it was built: a command run on a worker, or the
+    controller's daemon; a build command itself never runs on the controller."""
+    cluster = _docker_cluster(tmp_path, controller_daemon="unix:///run/controller.sock")
+    on_worker = _release(tmp_path, "  kind: image\n  image: x:1\n  on: local1\n")
+    assert on_worker.build.describe() == "image x:1, adopted as is from local1"
+    assert build_endpoint(cluster, on_worker).base_url == "unix:///run/dock-local1.sock"
+    made = ImageBuild(
+        built=BuiltImage(tag="x:1", image_id=IMAGE_ID, source_digest="", reused=True, seconds=0),
+        base_image="", lock_digest="", seconds={}, origin="command", built_on="local1",
+    )  # fmt: skip
+    command = _release(tmp_path, "  kind: command\n  command: [make]\n  image: x:1\n  on: local1\n")
+    assert run_release(command, made).build.on == "local1"
+    with pytest.raises(SpecError, match=r"build\.on: a build command runs on a node"):
+        _release(tmp_path, "  kind: command\n  command: [make]\n  image: x:1\n  on: controller\n")
