@@ -150,31 +150,40 @@ class Build(SpecModel):
         return self._source_problems(self.source, context)
 
     def _context_problems(self, folder: Path, context: SpecContext | None) -> list[Problem]:
-        """The context, the Dockerfile and every named folder exist inside the project (each is
-        read by the builder and sent to a daemon), probed only once the loader resolved them."""
+        """The Dockerfile and every named folder stay inside the project (each is read by the
+        builder and sent to a daemon). Whether they exist is asked only before a build
+        (`missing_inputs`): a deploy of the recorded image needs none of them."""
         if context is None or not folder.is_absolute() or confined_out(folder, context):
             return []
-        if not folder.is_dir():
-            return [Problem(("context",), f"no such directory: {shown(folder)}", "a folder")]
         problems = []
         dockerfile = self.dockerfile_path
-        outside = dockerfile is not None and confined_out(dockerfile, context)
-        if outside or self.dockerfile.startswith("~"):
+        if (
+            dockerfile is not None and confined_out(dockerfile, context)
+        ) or self.dockerfile.startswith("~"):
             problems.append(Problem(("dockerfile",), "outside the project", "a file inside it"))
-        elif dockerfile is not None and not dockerfile.is_file():
-            problems.append(
-                Problem(("dockerfile",), f"no such file: {shown(dockerfile)}", "the Dockerfile")
-            )
         for name, path in self.context_folders.items():
             if confined_out(path, context) or self.contexts[name].startswith("~"):
                 problems.append(
                     Problem(("contexts", name), "outside the project", "a folder inside it")
                 )
-            elif not path.is_dir():
-                problems.append(
-                    Problem(("contexts", name), f"no such directory: {shown(path)}", "a folder")
-                )
         return problems
+
+    def missing_inputs(self) -> list[tuple[str, str]]:
+        """(key, problem) for each input of a dockerfile build that is not there to build from."""
+        if self.kind != "dockerfile" or self.context is None:
+            return []
+        if not self.context.is_dir():
+            return [("build.context", f"no such directory: {shown(self.context)}")]
+        found = []
+        dockerfile = self.dockerfile_path
+        if dockerfile is not None and not dockerfile.is_file():
+            found.append(("build.dockerfile", f"no such file: {shown(dockerfile)}"))
+        found += [
+            (f"build.contexts.{name}", f"no such directory: {shown(path)}")
+            for name, path in self.context_folders.items()
+            if not path.is_dir()
+        ]
+        return found
 
     @property
     def dockerfile_path(self) -> Path | None:

@@ -249,7 +249,14 @@ def probe_builder(env: Mapping[str, str] | None = None) -> Builder:
 
 
 def check_buildable(cluster: Cluster, release: Release) -> Builder:
-    """SpecError before anything starts when the release cannot be built here as written."""
+    """SpecError before anything starts when the release cannot be built here as written: an
+    input missing, or named contexts without buildx."""
+    missing = release.build.missing_inputs()
+    if missing:
+        key, absent = missing[0]
+        raise SpecError(
+            f"release {release.name}: {absent}", key=key, expected="what it builds from"
+        )
     endpoint = build_endpoint(cluster, release)
     builder = probe_builder({"DOCKER_HOST": endpoint.base_url})
     problem = refusal(release.build, builder)

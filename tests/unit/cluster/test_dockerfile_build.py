@@ -139,18 +139,9 @@ def test_a_dockerfile_build_loads_with_paths_resolved_and_says_where_it_runs(
         ("  kind: dockerfile\n  context: .\n  image: x:1\n", "a dockerfile build names it `tag`"),
         ("  kind: dockerfile\n  context: .\n  tag: 'x:{nope}'\n", "build.tag: bad placeholder"),
         ("  kind: dockerfile\n  context: .\n  tag: 'Upper:{stamp}'\n", "not an image tag"),
-        ("  kind: dockerfile\n  context: nowhere\n", "build.context: no such directory"),
-        (
-            "  kind: dockerfile\n  context: .\n  dockerfile: missing\n",
-            "build.dockerfile: no such file",
-        ),
         (
             "  kind: dockerfile\n  context: .\n  dockerfile: /etc/hostname\n",
             "build.dockerfile: outside the project",
-        ),
-        (
-            "  kind: dockerfile\n  context: build/context/empty\n  contexts: {a: ../missing}\n",
-            "build.contexts.a: no such directory",
         ),
         (
             "  kind: dockerfile\n  context: build/context/empty\n  contexts: {a: /etc}\n",
@@ -363,3 +354,29 @@ def test_an_image_built_or_adopted_on_another_daemon_is_adopted_there(tmp_path: 
     assert run_release(command, made).build.on == "local1"
     with pytest.raises(SpecError, match=r"build\.on: a build command runs on a node"):
         _release(tmp_path, "  kind: command\n  command: [make]\n  image: x:1\n  on: controller\n")
+
+
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        ("  kind: dockerfile\n  context: nowhere\n", "release r7: no such directory"),
+        ("  kind: dockerfile\n  context: .\n  dockerfile: missing\n", "release r7: no such file"),
+        (
+            (
+                "  kind: dockerfile\n  context: build/context/empty\n  contexts: {a: ../missing}\n"
+                "  dockerfile: ../../../docker/Dockerfile\n"
+            ),
+            "build.contexts.a: release r7: no such directory",
+        ),
+    ],
+)
+def test_a_missing_input_is_refused_before_a_build_but_not_when_loading(
+    tmp_path: Path, build: str, says: str
+) -> None:
+    """A deploy runs the recorded image and loads the release without its build inputs."""
+    release = _release(_tree(tmp_path), build)
+    with pytest.raises(SpecError) as raised:
+        check_fits(_docker_cluster(tmp_path), release)
+    assert says in str(raised.value)
+    assert "build.c" in str(raised.value) or "build.dockerfile" in str(raised.value)
+    assert raised.value.exit_code == 2
