@@ -1,11 +1,19 @@
-"""The operator's image: a prebuilt tag adopted, an image made by their own build command.
+"""The operator's image: a prebuilt tag adopted, made by their own command, or a Dockerfile.
 
-Two namespace hosts, each with its own dockerd. The bundled engine's image is built once on the
-head and tagged as if the operator had built it (`prebuilt/sparkengine:r6x`). r6x adopts that
-tag; r6y names a build command (a script that runs `docker build` against the head's daemon and
-prints the tag) and compares its outputs with r6x's record on the same shape. Both qualify with
-the real CLI; each record keeps the image ID every node verified. Then the build script is
-removed and `promote --deploy` starts r6y: it runs the recorded image ID and never builds.
+Three namespace hosts, each with its own dockerd; the cluster is the first two, and the third
+host's dockerd stands in for the controller's daemon (a daemon that is no node). The bundled
+engine's image is built once on the head and tagged as if the operator had built it
+(`prebuilt/sparkengine:r6x`). r6x adopts that tag; r6y names a build command (a script that runs
+`docker build` against the head's daemon and prints the tag) and compares its outputs with r6x's
+record on the same shape. Both qualify with the real CLI; each record keeps the image ID every
+node verified. Then the build script is removed and `promote --deploy` starts r6y: it runs the
+recorded image ID and never builds.
+
+The dockerfile kind: r6d builds a Dockerfile (FROM the prebuilt tag, a build arg) on the head's
+daemon, offline; r6c builds it on the controller's daemon and ships it to both nodes, which must
+then hold the image ID the controller built; its deploy runs that ID with the Dockerfile gone. A
+base the build daemon lacks is refused (pulls not allowed), and named contexts are built where
+this machine has buildx and refused before anything starts where it has not.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import pytest
 import yaml
 
 from flows.cluster.build.docker_release import build_for
+from flows.cluster.build.dockerfile import probe_builder
 from flows.cluster.lab.hosts import LabPlan, LabState
 from flows.lines import silent
 from flows.record import read_record, verify
@@ -36,7 +45,7 @@ from .test_lab_docker_boot import DOCKER_CACHE
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-PLAN = LabPlan(prefix="sg-i", nodes=2, subnet=ipaddress.IPv4Network("198.18.11.0/24"), docker=True)
+PLAN = LabPlan(prefix="sg-i", nodes=3, subnet=ipaddress.IPv4Network("198.18.11.0/24"), docker=True)
 LAB_DIR = ROOT / ".sparkgate" / "test-lab-img"  # short: unix socket paths are limited
 PREBUILT = "prebuilt/sparkengine:r6x"
 MADE = "cmd/sparkengine:r6y"
@@ -58,10 +67,59 @@ echo "built {tag}"
 """
 
 
+# A Dockerfile on the prebuilt engine image; NOTE makes each release's image its own.
+DOCKERFILE = """\
+FROM {base}
+ARG NOTE=unset
+LABEL org.sparkgate.test.note=$NOTE
+"""
+
+
 @pytest.fixture(scope="module")
 def docker_lab() -> Iterator[LabState]:
     with docker_lab_up(PLAN, LAB_DIR) as state:
         yield state
+
+
+def _two_nodes(lab: LabState, folder: Path) -> Path:
+    """The lab's first two hosts as the cluster; the third host's dockerd is the controller's."""
+    assert lab.cluster_file is not None
+    document = yaml.safe_load(Path(lab.cluster_file).read_text())
+    controller = document["nodes"][2]["overrides"]["docker_daemon"]
+    document["nodes"] = document["nodes"][:2]
+    document["shape"] = "tp2-lab"
+    document["runtime"]["builds"] = {"controller_daemon": controller}
+    folder.mkdir(parents=True, exist_ok=True)
+    file = folder / "lab-two.yaml"
+    file.write_text(yaml.safe_dump(document, sort_keys=False))
+    return file
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    state = tmp_path / "state"
+    (state / "cache").mkdir(parents=True)
+    DOCKER_CACHE.mkdir(parents=True, exist_ok=True)
+    (state / "cache" / "docker").symlink_to(DOCKER_CACHE)
+    return {
+        **os.environ, "SPARKGATE_ROOT": str(tmp_path), "SPARKGATE_STATE_DIR": str(state),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
+    }  # fmt: skip
+
+
+def _prebuilt(cluster: Cluster, state: Path) -> str:
+    """The bundled engine's image, tagged PREBUILT on the head (built once, reused after)."""
+    head = _daemon(cluster, 0)
+    try:
+        try:
+            return str(head.images.get(PREBUILT).id)
+        except docker.errors.ImageNotFound:
+            shipped = load_model(ROOT / "releases" / "r1.yaml", Release)
+            built = build_for(cluster, shipped, state, silent)
+            head.images.get(built.built.tag).tag(PREBUILT)
+            return str(head.images.get(PREBUILT).id)
+    finally:
+        head.close()
 
 
 def _daemon(cluster: Cluster, index: int) -> docker.DockerClient:
@@ -95,27 +153,14 @@ def _sparkgate(env: dict[str, str], root: Path, *argv: str) -> subprocess.Comple
 def test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorded_image(
     docker_lab: LabState, tmp_path: Path
 ) -> None:
-    assert docker_lab.cluster_file is not None
-    cluster_file = docker_lab.cluster_file
+    cluster_file = str(_two_nodes(docker_lab, tmp_path / "config"))
     cluster = load_model(cluster_file, Cluster)
-    state = tmp_path / "state"
-    (state / "cache").mkdir(parents=True)
-    DOCKER_CACHE.mkdir(parents=True, exist_ok=True)
-    (state / "cache" / "docker").symlink_to(DOCKER_CACHE)
-    env = {
-        **os.environ, "SPARKGATE_ROOT": str(tmp_path), "SPARKGATE_STATE_DIR": str(state),
-        "PREFECT_HOME": str(tmp_path / "prefect"),
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
-    }  # fmt: skip
+    env = _environment(tmp_path)
 
     # what the operator built earlier: the bundled engine's image, tagged on the head only
-    shipped = load_model(ROOT / "releases" / "r1.yaml", Release)
-    built = build_for(cluster, shipped, state, silent)
+    prebuilt_id = _prebuilt(cluster, tmp_path / "state")
     head, worker = _daemon(cluster, 0), _daemon(cluster, 1)
     try:
-        head.images.get(built.built.tag).tag(PREBUILT)
-        prebuilt_id = head.images.get(PREBUILT).id
-
         r6x = _release(tmp_path, "r6x", None, {"kind": "image", "image": PREBUILT})
         done = _sparkgate(env, tmp_path, "qualify", str(r6x), "-c", cluster_file, "--no-wait")
         assert done.returncode == 0, done.stdout + done.stderr[-4000:]
@@ -162,3 +207,102 @@ def test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorde
         _sparkgate(env, tmp_path, "cluster", "stop", "-c", cluster_file)
         head.close()
         worker.close()
+
+
+def test_a_dockerfile_built_on_the_head_or_on_the_controller_qualifies_on_one_image_id(
+    docker_lab: LabState, tmp_path: Path
+) -> None:
+    cluster_file = str(_two_nodes(docker_lab, tmp_path / "config"))
+    cluster = load_model(cluster_file, Cluster)
+    env = _environment(tmp_path)
+    prebuilt_id = _prebuilt(cluster, tmp_path / "state")
+    head, worker = _daemon(cluster, 0), _daemon(cluster, 1)
+    controller_url = str(yaml.safe_load(Path(cluster_file).read_text())["runtime"]["builds"][
+        "controller_daemon"])  # fmt: skip
+    controller = docker.DockerClient(base_url=controller_url)
+    context = tmp_path / "image"
+    context.mkdir()
+    (context / "Dockerfile").write_text(DOCKERFILE.format(base=PREBUILT))
+    try:
+        # offline: a base the build daemon lacks is refused, nothing is pulled or built
+        (context / "Absent.dockerfile").write_text("FROM sparkgate-absent/base:1\n")
+        absent = _release(tmp_path, "r6a", None, {
+            "kind": "dockerfile", "context": str(context), "dockerfile": "Absent.dockerfile",
+        })  # fmt: skip
+        done = _sparkgate(env, tmp_path, "qualify", str(absent), "-c", cluster_file, "--no-wait")
+        said = " ".join((done.stdout + done.stderr).split())
+        assert done.returncode != 0, said[-3000:]
+        assert "lacks sparkgate-absent/base:1" in said, said[-3000:]
+        assert "does not allow pulls" in said
+
+        # built on the head's daemon, offline, with a build arg; distributed to the worker
+        r6d = _release(tmp_path, "r6d", None, {
+            "kind": "dockerfile", "context": str(context), "args": {"NOTE": "head"},
+        })  # fmt: skip
+        done = _sparkgate(env, tmp_path, "qualify", str(r6d), "-c", cluster_file, "--no-wait")
+        assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        record = latest_record(tmp_path / "experiments", "r6d")
+        assert record is not None
+        built = record.documents["build.json"]
+        assert (built["origin"], built["built_on"]) == ("dockerfile", cluster.nodes[0].name)
+        tag, image_id = built["built"]["tag"], built["built"]["image_id"]
+        assert tag.startswith("sparkgate/r6d:")
+        assert record.build_digest == image_id != prebuilt_id
+        assert head.images.get(tag).id == worker.images.get(tag).id == image_id
+        assert head.images.get(tag).labels["org.sparkgate.test.note"] == "head"
+
+        # built on the controller's daemon (no node), shipped to both nodes, one image ID
+        loaded = controller.images.load(head.images.get(PREBUILT).save(named=PREBUILT))
+        assert [image.id for image in loaded] == [prebuilt_id]
+        r6c = _release(tmp_path, "r6c", None, {
+            "kind": "dockerfile", "context": str(context), "args": {"NOTE": "controller"},
+            "on": "controller",
+        })  # fmt: skip
+        done = _sparkgate(env, tmp_path, "qualify", str(r6c), "-c", cluster_file, "--no-wait")
+        assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        record = latest_record(tmp_path / "experiments", "r6c")
+        assert record is not None
+        built = record.documents["build.json"]
+        assert (built["origin"], built["built_on"]) == ("dockerfile", "controller")
+        tag, image_id = built["built"]["tag"], built["built"]["image_id"]
+        assert controller.images.get(tag).id == image_id
+        assert head.images.get(tag).id == worker.images.get(tag).id == image_id
+        assert record.build_digest == image_id
+        said = " ".join((done.stdout + done.stderr).split())
+        assert f"controller: built {tag}" in said
+        for node in cluster.nodes:  # shipped from the controller to the head and the worker
+            assert f"{node.name}: image loaded" in said
+        assert f"image {tag} adopted, same ID on 2 nodes" in said
+        assert verify(tmp_path / "experiments" / record.name) == []
+
+        # the deploy runs the recorded image ID and never builds: the Dockerfile is gone
+        (context / "Dockerfile").unlink()
+        done = _sparkgate(env, tmp_path, "promote", str(r6c), "--by", "lab", "--deploy",
+                          "-c", cluster_file)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        assert "building" not in done.stderr
+        running = [c for c in head.containers.list() if c.name.startswith("sparkgate-")]
+        assert [c.image.id for c in running] == [image_id]
+        _sparkgate(env, tmp_path, "cluster", "stop", "-c", cluster_file)
+
+        # named contexts: built where buildx answers, refused before anything starts elsewhere
+        (context / "Dockerfile").write_text(
+            f"FROM {PREBUILT}\nCOPY --from=extra note.txt /note.txt\n"
+        )
+        (tmp_path / "extra").mkdir()
+        (tmp_path / "extra" / "note.txt").write_text("from a named context\n")
+        r6n = _release(tmp_path, "r6n", None, {
+            "kind": "dockerfile", "context": str(context), "contexts": {"extra": "../extra"},
+        })  # fmt: skip
+        done = _sparkgate(env, tmp_path, "qualify", str(r6n), "-c", cluster_file, "--no-wait")
+        if probe_builder() == "buildx":
+            assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        else:
+            assert done.returncode == 2, done.stdout + done.stderr[-4000:]
+            assert "only BuildKit through docker buildx" in " ".join(done.stderr.split())
+            assert latest_record(tmp_path / "experiments", "r6n") is None
+    finally:
+        _sparkgate(env, tmp_path, "cluster", "stop", "-c", cluster_file)
+        head.close()
+        worker.close()
+        controller.close()
