@@ -797,7 +797,13 @@ def _retry(call: Callable[[], _T]) -> _T:
 
 
 def decide_promotion(
-    release_file: str, release: Release, record: Path, *, wait: bool, say: LineSink
+    release_file: str,
+    release: Release,
+    record: Path,
+    *,
+    wait: bool,
+    say: LineSink,
+    cluster_file: str | None = None,
 ) -> str:
     """At the end of a passing qualification: wait for a person, then promote or reject.
 
@@ -819,7 +825,9 @@ def decide_promotion(
     try:
         answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=POLL_S)
     except FlowPauseTimeout as error:
-        entry, message = no_decision(release, release_file, record, timeout, cluster=cluster)
+        entry, message = no_decision(
+            release, release_file, record, timeout, cluster=cluster, cluster_file=cluster_file
+        )
         append_log(project_root(), entry)
         raise PromotionError(message) from error
     if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
@@ -837,12 +845,19 @@ def pause_timeout_s(release: Release) -> int:
 
 
 def no_decision(
-    release: Release, release_file: str, record: Path, timeout: int, cluster: str | None = None
+    release: Release,
+    release_file: str,
+    record: Path,
+    timeout: int,
+    *,
+    cluster: str | None = None,
+    cluster_file: str | None = None,
 ) -> tuple[LogEntry, str]:
     """The log line and the flow's failure message when nobody decided within `timeout` s.
 
     The record stays published and qualified; only the wait ended, so `promote` can decide later
-    (for the cluster it qualified on, when known).
+    for the cluster it qualified on: the command shown names its cluster file when known (a
+    cluster's name is a `-c` only when config/NAME.yaml holds it).
     """
     stored = relative_to_root(record, project_root())
     detail = f"no decision within {timeout} s (promotion.timeout_s)"
@@ -850,7 +865,8 @@ def no_decision(
         at=datetime.now(UTC), action="no-decision", release=release.name, by="sparkgate",
         reason="", cluster=cluster, record=stored, detail=detail,
     )  # fmt: skip
-    on = f" -c {cluster}" if cluster is not None else ""
+    chosen = cluster_file or cluster
+    on = f" -c {chosen}" if chosen is not None else ""
     message = (
         f"{release.name}: qualified, but {detail}; the record {stored} stands: decide later "
         f"with `sparkgate promote {release_file}{on}`"

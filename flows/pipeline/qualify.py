@@ -120,7 +120,9 @@ def qualify_flow(
     )
     if failed is not None:  # the flow ends Failed, with the outcome for the caller's summary
         return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
-    decided = decide_promotion(release_file, release, published, wait=wait, say=stages.note)
+    decided = decide_promotion(
+        release_file, release, published, wait=wait, say=stages.note, cluster_file=cluster_file
+    )
     return outcome.model_copy(update={"promotion": decided})
 
 

@@ -199,7 +199,12 @@ def test_no_decision_within_the_timeout_ends_failed_and_logged(
     assert status == 200, logs
     assert any(f"no decision within {TIMEOUT_S} s" in line["message"] for line in logs), logs
 
-    later = project.run("promote", str(impatient), "--by", "carol", "--reason", "decided later")
+    hint = f"sparkgate promote {impatient.resolve()} -c {project.cluster.resolve()}"
+    assert hint in output, output  # the command the message shows is the one run here
+    later = project.run(
+        "promote", str(impatient), "-c", str(project.cluster), "--by", "carol",
+        "--reason", "decided later",
+    )  # fmt: skip
     assert later.returncode == 0, later.stderr
     current = project.pointer()["current"]
     assert isinstance(current, dict)
