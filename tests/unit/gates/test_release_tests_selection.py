@@ -9,7 +9,7 @@ from typing import cast
 
 import pytest
 
-from flows.cluster.runtime.pytest_host import pytest_argv
+from flows.cluster.runtime.pytest_host import BASETEMP, pytest_argv
 from flows.cluster.transport.base import Transport
 from flows.gates.base import GateContext, Outcome
 from flows.gates.release_tests.rules import (
@@ -152,6 +152,24 @@ def test_junit_written_by_real_pytest_including_a_collection_error(tmp_path: Pat
     assert (bad.outcome, bad.failed, bad.failures) == ("failed", 1, ["test_bad"])
     assert broken.outcome == "error"
     assert (ok.outcome, ok.passed) == ("passed", 1)
+
+
+def test_tests_temporary_folders_live_in_the_workspace_not_the_nodes_tmp(tmp_path: Path) -> None:
+    """pytest's default would number them under /tmp and delete other sessions' folders."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    seen = tmp_path / "seen.txt"
+    (tests / "test_tmp.py").write_text(
+        "from pathlib import Path\n"
+        "def test_tmp(tmp_path):\n"
+        f"    Path({str(seen)!r}).write_text(str(tmp_path))\n"
+    )
+    done = subprocess.run(
+        pytest_argv(sys.executable, str(tmp_path), ["tests/test_tmp.py"]),
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    assert Path(seen.read_text()).is_relative_to(tmp_path / BASETEMP)
 
 
 def test_summary_has_the_keys_the_record_renders(tmp_path: Path) -> None:
