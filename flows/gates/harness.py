@@ -42,7 +42,7 @@ def run_gate(
         verdict = gate.run(context, settings, inputs, files)
     except BootError as error:
         evidence = [str(error.evidence)] if error.evidence else []
-        verdict = failed(f"{gate.boot_failure}: {error}", evidence=evidence)
+        verdict = failed(boot_failure_reason(gate.boot_failure, str(error)), evidence=evidence)
     return GateResult(
         gate=gate.name,
         outcome=verdict.outcome,
@@ -53,3 +53,9 @@ def run_gate(
         files=files.listing(),
         evidence=verdict.evidence,
     )
+
+
+def boot_failure_reason(prefix: str, message: str) -> str:
+    """The gate's words for a failed boot before the boot's own, said once: a BootError already
+    begins "boot failed: ", and "boot failed: boot failed: node ..." reads as a stutter."""
+    return message if message.startswith(f"{prefix}: ") else f"{prefix}: {message}"

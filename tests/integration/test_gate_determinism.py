@@ -160,6 +160,7 @@ def test_a_boot_failure_is_a_failed_result_with_evidence(
     result = run_determinism(context_for(local_cluster, transports, state, crash), SHORT, tmp_path)
     assert result.outcome == Outcome.FAILED
     assert result.reason.startswith("boot failed:")
+    assert result.reason.count("boot failed") == 1, result.reason  # named once, not stuttered
     assert "rank 1" in result.reason
     assert len(result.evidence) == 1
     assert Path(result.evidence[0]).is_dir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typing
 
+from flows.gates.harness import boot_failure_reason
 from flows.gates.registry import GATES, REGISTRY
 from flows.gates.summaries import GATE_NAMES, GateSummary
 from flows.pipeline.stages import GATES as STAGE_GATES
@@ -27,3 +28,9 @@ def test_each_gate_names_its_settings_and_a_summary_of_the_union() -> None:
         assert gate.summary_model in union
         assert gate.summary_model.model_fields["gate"].default == gate.name
         assert gate.title
+
+
+def test_a_failed_boot_is_named_once_by_the_gate() -> None:
+    said = "boot failed: node local1 rank 1: exited 70 during boot"
+    assert boot_failure_reason("boot failed", said) == said
+    assert boot_failure_reason("an arm failed to boot", said) == f"an arm failed to boot: {said}"
