@@ -110,6 +110,12 @@ class BootError(ClusterError):
         self.evidence = evidence
 
 
+def boot_failure_reason(prefix: str, message: str) -> str:
+    """A caller's words for a failed boot before the boot's own, said once: a BootError already
+    begins "boot failed: ", and "boot failed: boot failed: node ..." reads as a stutter."""
+    return message if message.startswith(f"{prefix}: ") else f"{prefix}: {message}"
+
+
 class BenchError(SparkgateError):
     """A benchmark could not be run or compared."""
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from flows.errors import BootError
+from flows.errors import BootError, boot_failure_reason
 from flows.gates.base import Gate, GateContext, GateResult, GateVerdict, Outcome
 from flows.gates.files import GateFiles
 
@@ -53,9 +53,3 @@ def run_gate(
         files=files.listing(),
         evidence=verdict.evidence,
     )
-
-
-def boot_failure_reason(prefix: str, message: str) -> str:
-    """The gate's words for a failed boot before the boot's own, said once: a BootError already
-    begins "boot failed: ", and "boot failed: boot failed: node ..." reads as a stutter."""
-    return message if message.startswith(f"{prefix}: ") else f"{prefix}: {message}"

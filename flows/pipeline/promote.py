@@ -61,7 +61,13 @@ from flows.cluster.build.made_image import pinned
 from flows.cluster.build.wheel import build_release
 from flows.cluster.transport.base import Transport
 from flows.engine_api.ready import probe_ready
-from flows.errors import BootError, PromotionError, SparkgateError, SpecError
+from flows.errors import (
+    BootError,
+    PromotionError,
+    SparkgateError,
+    SpecError,
+    boot_failure_reason,
+)
 from flows.gates.base import api_base_url
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
@@ -666,7 +672,8 @@ def _start_and_verify(
     try:
         started = start_release(cluster, release, transports, state, say=say)
     except BootError as error:
-        return f"boot failed: {error}", [str(error.evidence)] if error.evidence else []
+        reason = boot_failure_reason("boot failed", str(error))
+        return reason, [str(error.evidence)] if error.evidence else []
     except SparkgateError as error:
         return f"could not start: {error}", []
     problem = _verify(cluster, release, entry, started.session.handles, root)

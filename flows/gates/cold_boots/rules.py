@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.boot.timeline import BootTimeline
+from flows.errors import boot_failure_reason
 from flows.gates.cold_boots.summary import BootRow, RankFigures, SpotCheck
 from flows.gates.outputs import shown_names
 
@@ -53,7 +54,7 @@ class BootObservation(BaseModel):
 def boot_problems(seen: BootObservation) -> list[str]:
     """Why this boot fails the gate (empty: it passes)."""
     if seen.error is not None:
-        return [f"boot failed: {seen.error}"]
+        return [boot_failure_reason("boot failed", seen.error)]
     problems: list[str] = []
     if seen.compiles_logged:
         what = f" ({shown_names(seen.compile_lines)})" if seen.compile_lines else ""

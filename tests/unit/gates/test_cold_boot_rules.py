@@ -85,6 +85,11 @@ def test_an_emptied_rank_that_compiled_nothing_was_not_a_cold_boot() -> None:
     ]
 
 
+def test_a_boot_errors_own_words_are_not_repeated() -> None:
+    boot = BootObservation(mode="warm", error="boot failed: node local1 rank 1: exited 70")
+    assert boot_problems(boot) == ["boot failed: node local1 rank 1: exited 70"]
+
+
 def test_a_failed_boot_names_its_cause_only() -> None:
     boot = BootObservation(mode="all-jit", error="node local1 rank 1: exited 70")
     assert boot_problems(boot) == ["boot failed: node local1 rank 1: exited 70"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 
-from flows.gates.harness import boot_failure_reason
+from flows.errors import boot_failure_reason
 from flows.gates.registry import GATES, REGISTRY
 from flows.gates.summaries import GATE_NAMES, GateSummary
 from flows.pipeline.stages import GATES as STAGE_GATES
