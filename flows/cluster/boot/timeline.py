@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.spec.engine import Logs
 
 PHASES = ("weights_loaded", "kernels_prepared", "rendezvous", "ready")
-FAILURES = ("collective_failure", "peer_failure", "fatal")
+PEER_FAILURES = ("collective_failure", "peer_failure")
+FAILURES = (*PEER_FAILURES, "fatal")
 COMPILE = "compile_after_preparation"
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?)\s")
 _FIGURE = re.compile(r"^-?\d+(?:\.\d+)?$")
@@ -43,6 +44,11 @@ class LogEvent(BaseModel):
     def is_failure(self) -> bool:
         """True for events that end a boot at once."""
         return self.name in FAILURES
+
+    @property
+    def blames_peer(self) -> bool:
+        """True for failures a rank reports because another rank stopped answering."""
+        return self.name in PEER_FAILURES
 
 
 class RankTimeline(BaseModel):

@@ -113,7 +113,7 @@ def _wait_ready(
     deadline = time.monotonic() + profile.ready.timeout_s
     while True:
         _read_new(runtime, watches, on_event)
-        _check_ranks(runtime, watches)
+        _check_ranks(runtime, watches, on_event)
         if probe(url):
             return datetime.now(UTC)
         if time.monotonic() > deadline:
@@ -143,28 +143,39 @@ def _read_new(runtime: Runtime, watches: list[_Watch], on_event: EventSink | Non
                 on_event(event)
 
 
-def _check_ranks(runtime: Runtime, watches: list[_Watch]) -> None:
+def _check_ranks(runtime: Runtime, watches: list[_Watch], on_event: EventSink | None) -> None:
     """Fail at once when a rank is gone or logs a failure; name the culprit first.
 
-    A dead worker is named before the head that reports losing it, and the head's report (which
-    names the missing peer, the collective and the phase) is appended as the cause.
+    Ranks that lose a peer exit too, often within the same poll as the peer that died. So once a
+    rank is gone, the last words of every rank are read before choosing whom to name: a rank that
+    died without blaming a peer (a crash, a kill) is named before one that reports losing a peer,
+    and a dead worker before the head that reports losing it. The others' reports (which name the
+    missing peer, the collective and the phase) are appended as the cause.
     """
     gone = [(w, runtime.status(w.handle)) for w in watches]
     gone = [(w, status) for w, status in gone if not status.running]
+    if gone:
+        _read_new(runtime, watches, on_event)
     reports = [(w, e) for w in watches for e in w.events if e.is_failure]
     if not gone and not reports:
         return
     if gone:
-        watch, status = min(gone, key=lambda item: (item[0].handle.head, item[0].handle.rank))
-        what = f"{status.describe()} during boot"
+        watch, status = min(gone, key=lambda item: _blame_order(item[0]))
         own = next((e for w, e in reports if w is watch), None)
         detail = _describe(own) if own else _last_output(runtime, watch)
+        detail = f"{status.describe()} during boot: {detail}"
     else:
-        watch, event = reports[0]
-        what, detail = event.name, _describe(event)
+        watch, event = min(reports, key=lambda item: _blame_order(item[0]))
+        detail = _describe(event)
     others = [f"rank {w.handle.rank} reports {_describe(e)}" for w, e in reports if w is not watch]
     cause = "; ".join([detail, *others[:2]])
-    raise BootError(f"node {watch.handle.node} rank {watch.handle.rank}: {what}: {cause}")
+    raise BootError(f"node {watch.handle.node} rank {watch.handle.rank}: {cause}")
+
+
+def _blame_order(watch: _Watch) -> tuple[bool, bool, int]:
+    """Sort key: ranks that blame no peer first, then workers before the head, then by rank."""
+    blames_peer = any(event.blames_peer for event in watch.events)
+    return (blames_peer, watch.handle.head, watch.handle.rank)
 
 
 def _describe(event: LogEvent) -> str:
