@@ -11,8 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import sparkengine.one_thread  # noqa: F401 - before numba or numpy load
 
 DEFAULT_CACHE_ROOT = Path.home() / ".cache" / "sparkengine"
 

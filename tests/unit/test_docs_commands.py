@@ -323,6 +323,10 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
             "1",
         ),
     ),
+    "python -m sparkengine.steadiness [--boots 6] [--seconds 40] [--pin] [--env K=V]": Elsewhere(
+        "engine/tests/test_engine_steadiness.py::test_the_command_boots_measures_and_reports_json",
+        "--boots 2 --seconds 6 --probe-seconds 1 --pin --json",
+    ),
     "python -m flows.bench.research.peer [--setup] --out DIR": Elsewhere(
         PEER_LIVE,
         "--out DIR with a small load; skipped when the peer venv (--setup) is absent",
