@@ -32,6 +32,7 @@ from flows.bench.stats import (
     Verdict,
     difference,
     estimate_arms,
+    look_alpha,
     recipe_regression,
     recipe_verdict,
 )
@@ -71,6 +72,12 @@ class Comparison(BaseModel):
     old: list[str] = Field(description="previous arm labels in session order")
     tolerance_pct: float = Field(description="practical floor")
     ledger_gaps: int = Field(description="A/A ledger sessions available")
+    looks: int | None = Field(
+        default=None,
+        description="times the session may compare (intervals at look_alpha(looks), slower "
+        "verdicts also at that divided by the gated rows); None: every interval at 95 %, as "
+        "records before 2026-12-05 were decided",
+    )
     points: list[PointComparison] = Field(description="one row per point and gated metric")
     unmatched: list[str] = Field(description="candidate points the previous arm did not measure")
     missing: list[str] = Field(
@@ -116,8 +123,10 @@ def _arm_estimate(
     ordered: Sequence[tuple[ArmReport, bool]],
     name: str,
     metric: str,
+    *,
     ledger: Sequence[float],
     tolerance_pct: float,
+    alphas: tuple[float, float],
 ) -> ArmEstimate | None:
     arms = []
     for report, candidate in ordered:
@@ -134,7 +143,23 @@ def _arm_estimate(
         higher_is_better=higher_is_better(metric),
         ledger_gaps=ledger,
         tolerance_pct=tolerance_pct,
+        alpha=alphas[0],
+        slower_alpha=alphas[1],
     )
+
+
+def _gated_rows(new: ArmReport, old: ArmReport, policy: GatePolicy, compared: set[str]) -> int:
+    """How many rows of a comparison will gate: one slower row among them fails the release."""
+    count = 0
+    for name, point in new.points.items():
+        reference = old.points.get(name)
+        if reference is None:
+            continue
+        gated = policy.gated_at(name, compared)
+        for metric in dict.fromkeys([*point.gate, *reference.gate]):
+            both = point.summary(metric) is not None and reference.summary(metric) is not None
+            count += both and metric in gated
+    return count
 
 
 def compare_arms(
@@ -144,17 +169,26 @@ def compare_arms(
     ledger: Ledger | None = None,
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
     policy: GatePolicy | None = None,
+    looks: int | None = None,
 ) -> Comparison:
     """Compare candidate arms with previous arms on every point and metric they share.
 
     `policy` says which metrics gate and at what tolerance (default: the engine-level ones);
-    the other rows are decided the same way and reported.
+    the other rows are decided the same way and reported. `looks` is how many times the session
+    this comparison belongs to may compare (`session_looks`). A session that decides at any of
+    its looks would, at 95 % per look, err more often than 1 in 20 over all of them, so each
+    interval is at Pocock's level for that many looks (`look_alpha`); and since one slower point
+    fails the release, a slower verdict must also hold at that level divided by the number of
+    gated rows. None keeps every interval at 95 % with no division (records decided so).
 
     Raises:
         BenchError: if a side has no arm or the arms share no point.
     """
     if not new or not old:
         raise BenchError("compare needs at least one candidate arm and one previous arm")
+    if looks is not None and looks < 1:
+        raise BenchError(f"a session looks at least once, got looks={looks}")
+    alpha = look_alpha(looks or 1)
     ordered = session_order(new, old)
     rows = []
     unmatched = [name for name in new[0].points if name not in old[0].points]
@@ -166,6 +200,8 @@ def compare_arms(
     not_compared = [name for name in absent if name.partition("/")[0] not in ran]
     policy = (policy or GatePolicy()).with_suite(workload_rules(new[0]))
     compared = {m for arm in (new[0], old[0]) for point in arm.points.values() for m in point.gate}
+    gated_rows = _gated_rows(new[0], old[0], policy, compared)
+    slower_alpha = alpha / max(1, gated_rows) if looks is not None else alpha
     for name, point in new[0].points.items():
         reference = old[0].points.get(name)
         if reference is None:
@@ -183,7 +219,10 @@ def compare_arms(
             welch = difference(new_summary, old_summary)
             gaps = ledger.for_metric(name, metric) if ledger else []
             tolerance = policy.tolerance_at(name, metric, tolerance_pct)
-            arms = _arm_estimate(ordered, name, metric, gaps, tolerance)
+            arms = _arm_estimate(
+                ordered, name, metric, ledger=gaps, tolerance_pct=tolerance,
+                alphas=(alpha, slower_alpha),
+            )  # fmt: skip
             regression = welch is not None and recipe_regression(
                 welch, higher_is_better=higher, tolerance_pct=tolerance
             )
@@ -220,6 +259,7 @@ def compare_arms(
         old=[r.label for r in old],
         tolerance_pct=tolerance_pct,
         ledger_gaps=len(ledger.sessions) if ledger else 0,
+        looks=looks,
         points=rows,
         unmatched=unmatched,
         missing=missing,

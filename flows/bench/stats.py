@@ -10,7 +10,8 @@ Two families live here, both pure (numbers in, numbers out):
   C3 ...) with a drift term, and its interval takes the arm-level variance from the session's
   own residuals plus a ledger of past A/A gaps (t with the pooled df). The within-arm interval is
   kept as a second, necessary condition: the reported interval is the hull of both. A verdict is
-  a non-inferiority decision against a practical tolerance; inconclusive is never a pass.
+  a non-inferiority decision against a practical tolerance; inconclusive is never a pass. A
+  session that looks again after each added arm decides each look at Pocock's level.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ RECIPE_T95: dict[int, float] = {
 _RECIPE_DFS = sorted(RECIPE_T95)
 
 # Exact t(0.975, df) for df 1..30 and a few anchors; between anchors we interpolate in 1/df,
-# which is accurate to about 1e-3 (enough for a 95 % interval; scipy is not a dependency).
+# which is accurate to about 1e-3. Kept (rather than scipy) so that records decided at 95 %
+# recompute exactly; other levels come from scipy.
 _T975_EXACT: dict[float, float] = {
     1: 12.7062,
     2: 4.3027,
@@ -84,7 +86,15 @@ _T975_EXACT: dict[float, float] = {
 }
 _T975_INVERSE = sorted((0.0 if df == math.inf else 1.0 / df, t) for df, t in _T975_EXACT.items())
 
+DEFAULT_ALPHA = 0.05
 DEFAULT_TOLERANCE_PCT = 3.0
+
+# Pocock's constant boundary for K equally spaced looks at an overall two-sided 5 %: the
+# normal quantile every look uses (Jennison and Turnbull, Group Sequential Methods, table 2.1).
+_POCOCK_Z: dict[int, float] = {
+    1: 1.960, 2: 2.178, 3: 2.289, 4: 2.361, 5: 2.413, 6: 2.453, 7: 2.485, 8: 2.512, 9: 2.535,
+    10: 2.555, 11: 2.576, 12: 2.593, 15: 2.634, 20: 2.686,
+}  # fmt: skip
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -98,7 +108,11 @@ def recipe_t95(df: float) -> float:
 
 
 def t975(df: float) -> float:
-    """Two-sided 95 % Student-t quantile for any df >= 1 (fractional df allowed)."""
+    """Two-sided 95 % Student-t quantile for any df >= 1 (fractional df allowed).
+
+    Interpolated from a table rather than computed, so every record decided at 95 % recomputes
+    to the very same digits.
+    """
     if not df >= 1:
         raise ValueError(f"t quantile needs df >= 1, got {df}")
     x = 0.0 if math.isinf(df) else 1.0 / df
@@ -108,6 +122,36 @@ def t975(df: float) -> float:
         return _T975_INVERSE[index][1]
     (x0, t0), (x1, t1) = _T975_INVERSE[index - 1], _T975_INVERSE[index]
     return t0 + (t1 - t0) * (x - x0) / (x1 - x0)
+
+
+def look_alpha(looks: int) -> float:
+    """The two-sided error of each look of a session that may look `looks` times, so that
+    deciding at any of them errs at most as often as one look at 5 % would.
+
+    Pocock's constant boundary, from its table up to 20 looks (a look count between two
+    entries takes the larger one, which errs less); past 20, 5 %/looks (Bonferroni).
+    """
+    if looks < 1:
+        raise ValueError(f"a session looks at least once, got {looks}")
+    if looks == 1:
+        return DEFAULT_ALPHA
+    if looks > max(_POCOCK_Z):
+        return DEFAULT_ALPHA / looks
+    z = _POCOCK_Z[min(k for k in _POCOCK_Z if k >= looks)]
+    return math.erfc(z / math.sqrt(2))
+
+
+def t_two_sided(df: float, alpha: float = DEFAULT_ALPHA) -> float:
+    """Two-sided Student-t quantile: the half-width multiplier of a (1 - alpha) interval."""
+    if alpha == DEFAULT_ALPHA:
+        return t975(df)
+    if not df >= 1:
+        raise ValueError(f"t quantile needs df >= 1, got {df}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
+    from scipy.special import stdtrit  # noqa: PLC0415 - half a second to import; few callers need it
+
+    return float(stdtrit(df, 1 - alpha / 2))
 
 
 class Described(BaseModel):
@@ -259,6 +303,10 @@ class ArmEstimate(BaseModel):
     ledger_gaps: int = Field(description="A/A gaps pooled in (ledger, plus the session's own)")
     verdict: Verdict = Field(description="non-inferiority verdict at the tolerance")
     tolerance_pct: float = Field(description="practical floor used for the verdict")
+    alpha: float = Field(default=DEFAULT_ALPHA, description="two-sided error of these intervals")
+    slower_alpha: float = Field(
+        default=DEFAULT_ALPHA, description="the stricter error a slower verdict also held at"
+    )
 
 
 def _pct(log_ratio: float) -> float:
@@ -306,12 +354,45 @@ def _own_gap(arms: Sequence[Arm], y: np.ndarray, own_df: int) -> list[float]:
     return []
 
 
+def _boot_variance(residuals: np.ndarray, gaps: np.ndarray, boot_df: float) -> float:
+    """Arm-level variance of one arm's log mean: residuals and A/A gaps (a gap holds two arms)."""
+    if boot_df < 1:
+        return 0.0
+    return (float(residuals @ residuals) + float(gaps @ gaps) / 2) / boot_df
+
+
+Interval = tuple[float, float]
+
+
+def _intervals(
+    d: float, boot_df: float, boot_se: float, within: tuple[float, float] | None, alpha: float
+) -> tuple[Interval | None, Interval | None, Interval | None]:
+    """The arm-level, within-arm and decision (hull) intervals of D at a two-sided `alpha`."""
+    boot = None
+    if boot_df >= 1:
+        half = t_two_sided(boot_df, alpha) * boot_se
+        boot = (d - half, d + half)
+    within_interval = None
+    if within is not None:
+        variance, df = within
+        half = (t_two_sided(max(df, 1.0), alpha) if variance else 0.0) * math.sqrt(variance)
+        within_interval = (d - half, d + half)
+    if boot is None:
+        return None, within_interval, None
+    if within_interval is None:
+        return boot, None, boot
+    hull = (min(boot[0], within_interval[0]), max(boot[1], within_interval[1]))
+    return boot, within_interval, hull
+
+
 def estimate_arms(
     arms: Sequence[Arm],
     *,
     higher_is_better: bool,
     ledger_gaps: Sequence[float] = (),
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
+    alpha: float = DEFAULT_ALPHA,
+    slower_alpha: float | None = None,
 ) -> ArmEstimate:
     """Estimate the candidate's change over interleaved arms and decide non-inferiority.
 
@@ -320,6 +401,11 @@ def estimate_arms(
         higher_is_better: True for throughput, False for times.
         ledger_gaps: past A/A gaps log(C1) - log(C2), each worth one df of arm variance.
         tolerance_pct: the practical floor, e.g. 3 (%).
+        alpha: the two-sided error of each interval (0.05: 95 %); a session that looks several
+            times decides each look at `look_alpha(looks)`.
+        slower_alpha: the stricter error a "slower" verdict must also hold at (default `alpha`):
+            a session fails when any of its gated points is slower, so the comparison divides
+            `alpha` by their number; passing needs every point, so it needs no such division.
 
     Raises:
         ValueError: when a role is missing or a value is not positive.
@@ -328,6 +414,7 @@ def estimate_arms(
         raise ValueError("need at least one candidate arm and one previous arm")
     if any(v <= 0 for a in arms for v in a.values):
         raise ValueError("arm values must be positive (log scale)")
+    slower_alpha = alpha if slower_alpha is None else slower_alpha
     y = np.log([float(np.mean(a.values)) for a in arms])
     design = _design(arms)
     inverse = np.linalg.inv(design.T @ design)
@@ -337,29 +424,24 @@ def estimate_arms(
     own_df = len(arms) - design.shape[1]
     gaps = np.asarray([*ledger_gaps, *_own_gap(arms, y, own_df)], dtype=float)
     boot_df = float(own_df + len(gaps))
-    boot: tuple[float, float] | None = None
-    if boot_df >= 1:
-        sigma2 = (float(residuals @ residuals) + float(gaps @ gaps) / 2) / boot_df
-        half = t975(boot_df) * math.sqrt(inverse[1, 1] * sigma2)
-        boot = (d - half, d + half)
+    boot_se = math.sqrt(inverse[1, 1] * _boot_variance(residuals, gaps, boot_df))
     within = _within_variance(arms, weights)
-    within_interval: tuple[float, float] | None = None
-    if within is not None:
-        variance, df = within
-        half = (t975(max(df, 1.0)) if variance else 0.0) * math.sqrt(variance)
-        within_interval = (d - half, d + half)
-    hull: tuple[float, float] | None = None
+    boot, within_interval, hull = _intervals(d, boot_df, boot_se, within, alpha)
     verdict = Verdict.INCONCLUSIVE  # no arm-level df: boot noise unknown, so no decision
-    if boot is not None:
-        hull = boot
-        if within_interval is not None:
-            hull = (min(boot[0], within_interval[0]), max(boot[1], within_interval[1]))
+    if hull is not None:
         verdict = non_inferiority(
-            _pct(hull[0]),
-            _pct(hull[1]),
-            higher_is_better=higher_is_better,
+            _pct(hull[0]), _pct(hull[1]), higher_is_better=higher_is_better,
             tolerance_pct=tolerance_pct,
-        )
+        )  # fmt: skip
+    if verdict is Verdict.SLOWER and slower_alpha < alpha:
+        # Calling a release slower is a claim about any of the gated points: it must hold at
+        # the stricter level too, or the point stays undecided.
+        strict = _intervals(d, boot_df, boot_se, within, slower_alpha)[2]
+        if strict is None or non_inferiority(
+            _pct(strict[0]), _pct(strict[1]), higher_is_better=higher_is_better,
+            tolerance_pct=tolerance_pct,
+        ) is not Verdict.SLOWER:  # fmt: skip
+            verdict = Verdict.INCONCLUSIVE
     pct = _pct
     return ArmEstimate(
         change_pct=pct(d),
@@ -374,6 +456,8 @@ def estimate_arms(
         ledger_gaps=len(gaps),
         verdict=verdict,
         tolerance_pct=tolerance_pct,
+        alpha=alpha,
+        slower_alpha=slower_alpha,
     )
 
 

@@ -51,7 +51,12 @@ def benchmark_problems(stage_dir: Path, summary: BenchmarkSummary, max_arms: int
         new = [r for r, role in zip(reports, roles, strict=True) if role == "candidate"]
         old = [r for r, role in zip(reports, roles, strict=True) if role == "previous"]
         comparison = compare_arms(
-            new, old, ledger=ledger, tolerance_pct=summary.tolerance * 100, policy=summary.policy()
+            new,
+            old,
+            ledger=ledger,
+            tolerance_pct=summary.tolerance * 100,
+            policy=summary.policy(),
+            looks=summary.looks,
         )
     except (SparkgateError, ValueError) as error:
         return [f"benchmark: the raw arms cannot be compared again: {error}"]

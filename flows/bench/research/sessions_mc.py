@@ -9,7 +9,7 @@ arms with a boot effect per arm and per-sample noise, and tabulates how often an
 called slower (target: at most 1 in 20), how often a 5 % slower candidate is, and how many arms
 a 25 % faster candidate needs.
 
-    python -m flows.bench.research.sessions_mc [--sessions 400]
+    python -m flows.bench.research.sessions_mc [--sessions 400] [--sample-sd 0.1 --boot-sd 0.1]
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from rich.table import Table
 from flows.bench.compare import Comparison, compare_arms
 from flows.bench.ledger import Ledger
 from flows.bench.report import ArmReport, Point, Sample
-from flows.gates.benchmark.rules import Focus, Role, run_session
+from flows.bench.stats import Verdict
+from flows.gates.benchmark.rules import Focus, Role, run_session, session_looks
 from flows.ui.console import out_console
 
 METRIC = "engine_cpu_ms"
@@ -42,6 +43,11 @@ class SessionModel(BaseModel):
     ledger_gaps: int = Field(default=2, description="A/A gaps in the ledger (a 3-arm calibration)")
     max_arms: int = Field(default=7, description="most arms of a session")
     tolerance_pct: float = Field(default=3.0, description="practical floor")
+    split_error: bool = Field(
+        default=True,
+        description="each look at Pocock's level and a slower verdict also at that over the "
+        "gated points, as the gate does (False: every look at 95 %)",
+    )
 
 
 class Outcome(BaseModel):
@@ -54,6 +60,10 @@ class Outcome(BaseModel):
     decisions: dict[str, float]
     mean_arms: float
     within_five: float = Field(description="share decided (pass or slower) within 5 arms")
+    wrong_way: float = Field(
+        description="share of sessions with a gated point decided against the true change: "
+        "faster or level for a slower candidate, slower for an unchanged or faster one"
+    )
 
 
 def _arm(rng: np.random.Generator, label: str, level: float, m: SessionModel) -> ArmReport:
@@ -77,7 +87,9 @@ def _ledger(rng: np.random.Generator, m: SessionModel) -> Ledger:
 def simulate(change: float, m: SessionModel, sessions: int, rng: np.random.Generator) -> Outcome:
     """`sessions` sessions where the candidate's step time is `change` (e.g. +0.05) longer."""
     decisions: collections.Counter[str] = collections.Counter()
-    arms = within = 0
+    arms = within = wrong = 0
+    first: list[Role] = ["candidate", "previous", "candidate"]
+    looks = session_looks(len(first), m.max_arms) if m.split_error else None
     for _ in range(sessions):
         ledger = _ledger(rng, m) if m.ledger_gaps else None
         level = float(np.log1p(change))
@@ -92,16 +104,24 @@ def simulate(change: float, m: SessionModel, sessions: int, rng: np.random.Gener
         def compare(
             new: list[ArmReport], old: list[ArmReport], ledger: Ledger | None = ledger
         ) -> Comparison:
-            return compare_arms(new, old, ledger=ledger, tolerance_pct=m.tolerance_pct)
+            return compare_arms(new, old, ledger=ledger, tolerance_pct=m.tolerance_pct, looks=looks)
 
-        session = run_session(["candidate", "previous", "candidate"], m.max_arms, measure, compare)
+        session = run_session(first, m.max_arms, measure, compare)
         decisions[session.decision.value] += 1
         arms += len(session.roles)
         within += len(session.roles) <= 5 and session.decision.value != "fail-inconclusive"
+        wrong += any(_wrong_way(row.verdict, change) for row in session.comparison.gating)
     return Outcome(
         change=change, model=m, mean_arms=arms / sessions, within_five=within / sessions,
-        decisions={k: v / sessions for k, v in decisions.items()},
+        decisions={k: v / sessions for k, v in decisions.items()}, wrong_way=wrong / sessions,
     )  # fmt: skip
+
+
+def _wrong_way(verdict: Verdict, change: float) -> bool:
+    """A verdict that contradicts the simulated truth (level is right only for no change)."""
+    if change > 0:
+        return verdict in (Verdict.FASTER, Verdict.LEVEL)
+    return verdict is Verdict.SLOWER
 
 
 def table(sessions: int, seed: int, model: SessionModel) -> list[Outcome]:
@@ -117,10 +137,13 @@ def render(rows: list[Outcome]) -> Table:
         title=(
             f"{m.points} gated points, {m.samples} samples/arm at {100 * m.sample_sd:.1f}%, boot "
             f"{100 * m.boot_sd:.1f}%, ledger K={m.ledger_gaps}, max_arms {m.max_arms}, "
-            f"tolerance {m.tolerance_pct:g}%"
+            f"tolerance {m.tolerance_pct:g}%, each look at "
+            f"{'Pocock, slower over points' if m.split_error else '95 %'}"
         )
     )
-    for name in ("step time change", "pass", "slower", "inconclusive", "mean arms", "decided <=5"):
+    columns = ("step time change", "pass", "slower", "inconclusive", "mean arms", "decided <=5",
+               "a point the wrong way")  # fmt: skip
+    for name in columns:
         out.add_column(name, justify="right")
     for r in rows:
         out.add_row(
@@ -130,6 +153,7 @@ def render(rows: list[Outcome]) -> Table:
             f"{r.decisions.get('fail-inconclusive', 0):.3f}",
             f"{r.mean_arms:.1f}",
             f"{r.within_five:.3f}",
+            f"{r.wrong_way:.3f}",
         )
     return out
 
@@ -143,9 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boot-sd", type=float, default=0.01)
     parser.add_argument("--points", type=int, default=6)
     parser.add_argument("--ledger-gaps", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=3, help="samples per point and arm")
+    parser.add_argument("--max-arms", type=int, default=7)
+    parser.add_argument(
+        "--no-split", action="store_true", help="every look at 95 %% (the gate before 2026-12-05)"
+    )
     args = parser.parse_args(argv)
-    model = SessionModel(points=args.points, sample_sd=args.sample_sd, boot_sd=args.boot_sd,
-                         ledger_gaps=args.ledger_gaps)  # fmt: skip
+    model = SessionModel(
+        points=args.points, sample_sd=args.sample_sd, boot_sd=args.boot_sd,
+        ledger_gaps=args.ledger_gaps, samples=args.samples, max_arms=args.max_arms,
+        split_error=not args.no_split,
+    )  # fmt: skip
     rows = table(args.sessions, args.seed, model)
     out_console.print(render(rows))
     false_slower = rows[0].decisions.get("fail-slower", 0.0)

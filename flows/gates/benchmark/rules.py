@@ -53,6 +53,11 @@ def order_problem(roles: Sequence[Role]) -> str | None:
     return None
 
 
+def session_looks(first_arms: int, max_arms: int) -> int:
+    """How many times a session may compare: after its first arms, then after each added arm."""
+    return max(1, max_arms - first_arms + 1)
+
+
 def run_session(
     first: Sequence[Role],
     max_arms: int,

@@ -38,6 +38,7 @@ from flows.gates.benchmark.rules import (
     points_summary,
     reason_for,
     run_session,
+    session_looks,
 )
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.files import GateFiles
@@ -169,10 +170,16 @@ class BenchmarkRunner:
             return failed(problem)
         suite = load_suites(settings.suites())
         tolerance_pct = settings.tolerance * 100
+        looks = session_looks(len(settings.arms), settings.max_arms)
 
         def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
             return compare_arms(
-                new, old, ledger=inputs, tolerance_pct=tolerance_pct, policy=settings.policy()
+                new,
+                old,
+                ledger=inputs,
+                tolerance_pct=tolerance_pct,
+                policy=settings.policy(),
+                looks=looks,
             )
 
         def on_compare(comparison: Comparison, decision: SessionDecision, arms: int) -> None:
@@ -212,6 +219,7 @@ class BenchmarkRunner:
                 tolerance=settings.tolerance,
                 decision=session.decision.value,
                 ledger_gaps=session.comparison.ledger_gaps,
+                looks=looks,
                 gate_metrics=settings.gate_metrics,
                 tolerances=settings.tolerances,
                 points=points_summary(session),

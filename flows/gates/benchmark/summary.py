@@ -40,6 +40,9 @@ class BenchmarkSummary(BaseModel):
     tolerance: float = 0.03
     decision: str | None = None
     ledger_gaps: int = 0
+    looks: int | None = None
+    """How many times the session could compare (`compare_arms`); None in records written
+    before sessions accounted for looking more than once and at many points."""
     gate_metrics: list[str] | None = None
     tolerances: dict[str, float] = {}
     points: list[PointRow] = []
