@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.bench.stats import look_alpha
 from flows.cluster.boot.caches import cache_targets
 from flows.cluster.build.dockerfile import (
     build_argv,
@@ -31,6 +32,7 @@ from flows.cluster.ops.lock import lock_settings
 from flows.cluster.ops.preflight import node_values
 from flows.cluster.runtime.factory import rank_spec
 from flows.gates.base import api_base_url
+from flows.gates.benchmark.rules import session_looks
 from flows.pipeline.previous import compares_with_previous, missing_previous
 from flows.record.reader import latest_record
 from flows.spec.cluster import Cluster, DockerRuntime
@@ -303,11 +305,15 @@ def _benchmark(release: Release, previous: Release | None, cluster: Cluster) -> 
         f"{arm} ({release.name if arm == 'candidate' else previous.name if previous else '?'})"
         for arm in settings.arms
     ]
+    looks = session_looks(len(settings.arms), settings.max_arms)
     return [
         PlanStep(
             stage="benchmark", node=CONTROLLER,
             action="boot and measure arms in turn, one session",
-            detail={"arms": arms, "max_arms": settings.max_arms, "suite": settings.suite,
+            detail={"arms": arms, "max_arms": settings.max_arms,
+                    "looks": f"{looks}, each decided at {100 * look_alpha(looks):.2f} % two-sided "
+                             "(Pocock); slower also at that over the gated points",
+                    "suite": settings.suite,
                     "url": f"{api_base_url(cluster)}/v1/completions",
                     "metrics": f"{api_base_url(cluster)}/metrics"},
         )

@@ -50,6 +50,8 @@ def test_the_plan_of_r2_names_every_stage_its_argv_and_the_missing_previous_reco
         assert title in out, title
     assert "- --mlp-kernel\n      - fused" in out  # the candidate's own argv
     assert "no published record of r1 on that shape" in " ".join(out.split())
+    # r2's benchmark: C, P, C and up to 7 arms, so five looks at Pocock's level each
+    assert "looks: 5, each decided at 1.58 % two-sided (Pocock)" in out
     assert not (project / ".sparkgate").exists()  # nothing built, locked or started
     assert not (project / "experiments").exists()
 
