@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -148,18 +149,30 @@ def _arm_estimate(
     )
 
 
-def _gated_rows(new: ArmReport, old: ArmReport, policy: GatePolicy, compared: set[str]) -> int:
-    """How many rows of a comparison will gate: one slower row among them fails the release."""
-    count = 0
+class _Pair(NamedTuple):
+    """One point and metric of the candidate's first arm beside the previous release's."""
+
+    point: str
+    metric: str
+    new: Described | None
+    old: Described | None
+    gated: bool
+
+
+def _pairs(new: ArmReport, old: ArmReport, policy: GatePolicy, compared: set[str]) -> list[_Pair]:
+    """Every metric of every point both first arms have, each side's summary, whether it gates."""
+    pairs = []
     for name, point in new.points.items():
         reference = old.points.get(name)
         if reference is None:
             continue
         gated = policy.gated_at(name, compared)
         for metric in dict.fromkeys([*point.gate, *reference.gate]):
-            both = point.summary(metric) is not None and reference.summary(metric) is not None
-            count += both and metric in gated
-    return count
+            pairs.append(
+                _Pair(name, metric, point.summary(metric), reference.summary(metric),
+                      metric in gated)
+            )  # fmt: skip
+    return pairs
 
 
 def compare_arms(
@@ -200,51 +213,45 @@ def compare_arms(
     not_compared = [name for name in absent if name.partition("/")[0] not in ran]
     policy = (policy or GatePolicy()).with_suite(workload_rules(new[0]))
     compared = {m for arm in (new[0], old[0]) for point in arm.points.values() for m in point.gate}
-    gated_rows = _gated_rows(new[0], old[0], policy, compared)
+    pairs = _pairs(new[0], old[0], policy, compared)
+    # One slower row fails the release, so a slower verdict holds at the error split among them.
+    gated_rows = sum(pair.gated and None not in (pair.new, pair.old) for pair in pairs)
     slower_alpha = alpha / max(1, gated_rows) if looks is not None else alpha
-    for name, point in new[0].points.items():
-        reference = old[0].points.get(name)
-        if reference is None:
+    for name, metric, new_described, old_described, gated in pairs:
+        if new_described is None and old_described is not None and gated:
+            missing.append(f"{name} {metric}")
+        if new_described is None or old_described is None:
             continue
-        gated = policy.gated_at(name, compared)
-        for metric in dict.fromkeys([*point.gate, *reference.gate]):
-            new_summary, old_summary = point.summary(metric), reference.summary(metric)
-            if new_summary is None and old_summary is not None and metric in gated:
-                missing.append(f"{name} {metric}")
-            if new_summary is None or old_summary is None:
-                continue
-            # The recipe rounds describe() before comparing; so do we, to print its numbers.
-            new_summary, old_summary = new_summary.rounded(), old_summary.rounded()
-            higher = higher_is_better(metric)
-            welch = difference(new_summary, old_summary)
-            gaps = ledger.for_metric(name, metric) if ledger else []
-            tolerance = policy.tolerance_at(name, metric, tolerance_pct)
-            arms = _arm_estimate(
-                ordered, name, metric, ledger=gaps, tolerance_pct=tolerance,
-                alphas=(alpha, slower_alpha),
-            )  # fmt: skip
-            regression = welch is not None and recipe_regression(
-                welch, higher_is_better=higher, tolerance_pct=tolerance
+        # The recipe rounds describe() before comparing; so do we, to print its numbers.
+        new_summary, old_summary = new_described.rounded(), old_described.rounded()
+        higher = higher_is_better(metric)
+        welch = difference(new_summary, old_summary)
+        gaps = ledger.for_metric(name, metric) if ledger else []
+        tolerance = policy.tolerance_at(name, metric, tolerance_pct)
+        arms = _arm_estimate(
+            ordered, name, metric, ledger=gaps, tolerance_pct=tolerance,
+            alphas=(alpha, slower_alpha),
+        )  # fmt: skip
+        regression = welch is not None and recipe_regression(
+            welch, higher_is_better=higher, tolerance_pct=tolerance
+        )
+        rows.append(
+            PointComparison(
+                point=name,
+                metric=metric,
+                higher_is_better=higher,
+                new=new_summary,
+                old=old_summary,
+                welch=welch,
+                recipe_verdict=recipe_verdict(welch, higher_is_better=higher) if welch else None,
+                recipe_regression=regression,
+                arms=arms,
+                verdict=arms.verdict if arms else Verdict.INCONCLUSIVE,
+                gated=gated,
+                # None: the gate's own (records written before rows carried one compare)
+                tolerance_pct=None if tolerance == tolerance_pct else tolerance,
             )
-            rows.append(
-                PointComparison(
-                    point=name,
-                    metric=metric,
-                    higher_is_better=higher,
-                    new=new_summary,
-                    old=old_summary,
-                    welch=welch,
-                    recipe_verdict=recipe_verdict(welch, higher_is_better=higher)
-                    if welch
-                    else None,
-                    recipe_regression=regression,
-                    arms=arms,
-                    verdict=arms.verdict if arms else Verdict.INCONCLUSIVE,
-                    gated=metric in gated,
-                    # None: the gate's own (records written before rows carried one compare)
-                    tolerance_pct=None if tolerance == tolerance_pct else tolerance,
-                )
-            )
+        )
     if not rows and not missing:
         raise BenchError("the arms share no point with a gated metric; nothing to compare")
     if rows and not missing and not any(row.gated for row in rows):
