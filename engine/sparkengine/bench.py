@@ -22,7 +22,8 @@ from sparkengine.launch import LocalCluster
 from sparkengine.model import make_model
 
 
-def _complete(url: str, prompt: str | list[int], max_tokens: int) -> float:
+def complete(url: str, prompt: str | list[int], max_tokens: int) -> float:
+    """Seconds of one temperature-0 completion of exactly `max_tokens` tokens."""
     body = {
         "model": "sparkengine",
         "prompt": prompt,
@@ -39,24 +40,25 @@ def _complete(url: str, prompt: str | list[int], max_tokens: int) -> float:
     return time.perf_counter() - started
 
 
-def _prompt(tag: int, tokens: int) -> list[int]:
+def distinct_prompt(tag: int, tokens: int) -> list[int]:
     """Distinct token ids (no prefix-cache hits between measurements)."""
     return [0] + [5 + (tag * 31 + i * 7 + i // 90) % 95 for i in range(tokens - 1)]
 
 
 def measure(url: str, decode_tokens: int) -> dict[str, float]:
     """Decode and prefill figures against a ready cluster."""
-    _complete(url, _prompt(99, 32), 8)  # first-request effects out of the way
-    short = _complete(url, _prompt(1, 32), 1)
-    long = _complete(url, _prompt(2, 32), decode_tokens + 1)
+    complete(url, distinct_prompt(99, 32), 8)  # first-request effects out of the way
+    short = complete(url, distinct_prompt(1, 32), 1)
+    long = complete(url, distinct_prompt(2, 32), decode_tokens + 1)
     single = decode_tokens / max(long - short, 1e-9)
     with ThreadPoolExecutor(8) as pool:
         started = time.perf_counter()
-        list(pool.map(lambda i: _complete(url, _prompt(10 + i, 32), decode_tokens), range(8)))
+        streams = [distinct_prompt(10 + i, 32) for i in range(8)]
+        list(pool.map(lambda prompt: complete(url, prompt, decode_tokens), streams))
         aggregate = 8 * decode_tokens / (time.perf_counter() - started)
     figures = {"decode_tok_s_1": single, "decode_tok_s_8": aggregate}
     for n in (1024, 4096):
-        figures[f"prefill_tok_s_{n // 1024}k"] = n / _complete(url, _prompt(20 + n, n), 1)
+        figures[f"prefill_tok_s_{n // 1024}k"] = n / complete(url, distinct_prompt(20 + n, n), 1)
     return {k: round(v, 1) for k, v in figures.items()}
 
 

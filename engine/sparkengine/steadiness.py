@@ -34,6 +34,7 @@ import sparkengine.one_thread  # noqa: F401 - one BLAS thread, before numpy load
 # isort: split
 import numpy as np
 
+from sparkengine.bench import complete, distinct_prompt
 from sparkengine.launch import LocalCluster
 from sparkengine.model import make_model
 
@@ -113,14 +114,6 @@ def _memory_work() -> Callable[[], None]:
     return work
 
 
-def _post(url: str, body: dict[str, object]) -> None:
-    request = urllib.request.Request(  # noqa: S310 - the loopback URL of a cluster we started
-        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=600) as response:  # noqa: S310
-        json.load(response)
-
-
 def _step_cpu(url: str) -> tuple[float, float]:
     """Rank 0's summed step CPU seconds and step count from /metrics."""
     with urllib.request.urlopen(url + "/metrics", timeout=30) as response:  # noqa: S310
@@ -136,11 +129,7 @@ def _decode_sample(url: str, tag: int) -> float:
     """CPU milliseconds per step of STREAMS concurrent decodes (distinct prompts)."""
 
     def one(stream: int) -> None:
-        seed = tag * STREAMS + stream
-        prompt = [0] + [5 + (seed * 31 + i * 7) % 95 for i in range(31)]
-        body = {"model": "sparkengine", "prompt": prompt, "max_tokens": DECODE_TOKENS,
-                "temperature": 0, "ignore_eos": True}  # fmt: skip
-        _post(url + "/v1/completions", body)
+        complete(url, distinct_prompt(tag * STREAMS + stream, 32), DECODE_TOKENS)
 
     cpu_before, steps_before = _step_cpu(url)
     with ThreadPoolExecutor(STREAMS) as pool:
