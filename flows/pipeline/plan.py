@@ -31,9 +31,10 @@ from flows.cluster.build.dockerfile import (
 from flows.cluster.ops.lock import lock_settings
 from flows.cluster.ops.preflight import node_values
 from flows.cluster.runtime.factory import rank_spec
+from flows.errors import MissingPreviousError
 from flows.gates.base import api_base_url
 from flows.gates.benchmark.rules import session_looks
-from flows.pipeline.previous import compares_with_previous, missing_previous
+from flows.pipeline.previous import benchmarked_previous, compares_with_previous, missing_previous
 from flows.record.reader import latest_record
 from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.launch import LaunchPlan, render_all, spec_secrets
@@ -98,7 +99,7 @@ def qualification_plan(
         *_release_tests(release, cluster),
         *_determinism(given),
         *_cold_boots(given),
-        *_benchmark(release, previous, cluster),
+        *_benchmark(given),
         PlanStep(
             stage="record", node=CONTROLLER, action="write the experiments record",
             detail={"folder": str(experiments / f"<date>-{release.name}")},
@@ -297,10 +298,20 @@ def _cold_boots(given: _Inputs) -> list[PlanStep]:
     return steps
 
 
-def _benchmark(release: Release, previous: Release | None, cluster: Cluster) -> list[PlanStep]:
+def _benchmark(given: _Inputs) -> list[PlanStep]:
+    release, cluster = given.release, given.cluster
     settings = release.gates.benchmark
     if not settings.enabled:
         return [_off("benchmark")]
+    images = {"candidate": f"{release.name}: {given.image}"}
+    try:
+        previous = benchmarked_previous(
+            given.experiments, given.release_file, release, given.previous, cluster
+        )
+    except MissingPreviousError as refused:
+        previous, images["refused"] = given.previous, str(refused)
+    if previous is not None and "refused" not in images:
+        images["previous"] = f"{previous.name}: {_previous_image(previous)}"
     arms = [
         f"{arm} ({release.name if arm == 'candidate' else previous.name if previous else '?'})"
         for arm in settings.arms
@@ -310,7 +321,7 @@ def _benchmark(release: Release, previous: Release | None, cluster: Cluster) -> 
         PlanStep(
             stage="benchmark", node=CONTROLLER,
             action="boot and measure arms in turn, one session",
-            detail={"arms": arms, "max_arms": settings.max_arms,
+            detail={"arms": arms, "images": images, "max_arms": settings.max_arms,
                     "looks": f"{looks}, each decided at {100 * look_alpha(looks):.2f} % two-sided "
                              "(Pocock); slower also at that over the gated points",
                     "suite": settings.suite,
@@ -318,6 +329,16 @@ def _benchmark(release: Release, previous: Release | None, cluster: Cluster) -> 
                     "metrics": f"{api_base_url(cluster)}/metrics"},
         )
     ]  # fmt: skip
+
+
+def _previous_image(previous: Release) -> str:
+    """What the previous arms boot: a pinned image ID, an adopted tag, or a source build."""
+    build = previous.build
+    if not build.makes_image:
+        return "built from its source (content-addressed: the same tree, the same build)"
+    if build.image_id is not None:
+        return f"{build.image} {build.image_id} (pinned)"
+    return f"{build.image} (adopted as its release file names it)"
 
 
 def _off(stage: str) -> PlanStep:

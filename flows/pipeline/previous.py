@@ -5,12 +5,18 @@ differ between cluster shapes (a TP3 triangle and a TP4 ring reduce in a differe
 only a record of the previous release on this cluster's shape counts. Without one the
 comparison cannot run, and a qualification that silently skipped it would pass on less
 evidence than its release file promises; so the run refuses to start and says what to do.
+
+The benchmark's previous arms boot the previous release, and for a release whose image was made
+by a command or a Dockerfile that must be the image it was qualified with, not a new build: the
+recipe's build command builds whatever its checkout holds now (by then the candidate's commit),
+so building the previous release again would compare the candidate with itself.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from flows.cluster.build.made_image import recorded_image
 from flows.errors import MissingPreviousError
 from flows.record.reader import latest_record, published_shapes, record_hashes
 from flows.spec.cluster import Cluster
@@ -64,3 +70,35 @@ def require_previous(
     problem = missing_previous(experiments, release_file, release, previous, cluster)
     if problem is not None:
         raise MissingPreviousError(problem)
+
+
+def benchmarked_previous(
+    experiments: Path,
+    release_file: Path,
+    release: Release,
+    previous: Release | None,
+    cluster: Cluster,
+) -> Release | None:
+    """The previous release as the benchmark's previous arms boot it.
+
+    A source build is content-addressed and built as its file says. An image-making build boots
+    the image its newest published record on this shape names (pinned by ID, never built
+    again); with no such record an adopted image boots as its file names it, and a command or
+    Dockerfile build, which would build something new, is refused (MissingPreviousError).
+    """
+    if previous is None or not release.gates.benchmark.enabled or not previous.build.makes_image:
+        return previous
+    record = latest_record(experiments, previous.name, shape=cluster.shape)
+    built = record.documents.get("build.json") if record is not None else None
+    as_qualified = recorded_image(previous, built)
+    if as_qualified is not None or previous.build.kind == "image":
+        return as_qualified or previous
+    command = f"sparkgate qualify {previous_file(release_file, previous.name)} -c {cluster.name}"
+    raise MissingPreviousError(
+        f"{release.name}'s benchmark boots {previous.name} as it was qualified, and "
+        f"{experiments} holds no published record of {previous.name} on {cluster.shape} naming "
+        f"its image; building it again ({previous.build.kind} build) would make a new image from "
+        f"what its sources hold now: qualify {previous.name} on a {cluster.shape} cluster first "
+        f"(`{command}`), or make {previous.name}'s release file adopt its image (build.kind: "
+        "image, with its tag and image_id)"
+    )

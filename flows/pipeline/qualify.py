@@ -25,7 +25,7 @@ from flows.pipeline.artifacts import publish_benchmark, publish_record
 from flows.pipeline.events import StageClock, observer_of_run
 from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.prelude import prepared_cluster, versions
-from flows.pipeline.previous import require_previous
+from flows.pipeline.previous import benchmarked_previous, require_previous
 from flows.pipeline.promote import decide_promotion
 from flows.pipeline.quiet_logs import quiet_failed_states
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
@@ -86,6 +86,7 @@ def qualify_flow(
     label_current_run(run_title("qualify", release, cluster), run_tags(release, previous, cluster))
     experiments = project_root() / "experiments"
     require_previous(experiments, Path(release_file), release, previous, cluster)
+    previous = benchmarked_previous(experiments, Path(release_file), release, previous, cluster)
     stages = StageClock(observer_of_run())
     stages.finished("validate", "passed", f"{release.name} on {cluster.name}")
     with prepared_cluster(

@@ -80,16 +80,23 @@ def resumed_image(release: Release, unfinished: Any) -> Release | None:
     image would start the qualification over. None when there is nothing to resume (no record,
     another kind of build, or a build.json without an image).
     """
-    kind = release.build.kind
-    if kind not in ("command", "dockerfile") or not isinstance(unfinished, dict):
+    if release.build.kind not in ("command", "dockerfile"):
         return None
-    built = unfinished.get("built")
-    if unfinished.get("origin") != kind or not isinstance(built, dict):
+    return recorded_image(release, unfinished)
+
+
+def recorded_image(release: Release, build_json: Any) -> Release | None:
+    """An image-made release pinned to the image a record's build.json names (None: the
+    record's build was of another kind, or names no image)."""
+    if not release.build.makes_image or not isinstance(build_json, dict):
+        return None
+    built = build_json.get("built")
+    if build_json.get("origin") != release.build.kind or not isinstance(built, dict):
         return None
     tag, image_id = built.get("tag"), built.get("image_id")
     if not isinstance(tag, str) or not isinstance(image_id, str):
         return None
-    on = unfinished.get("built_on")
+    on = build_json.get("built_on")
     return pinned(release, tag, image_id, on if isinstance(on, str) else None)
 
 
