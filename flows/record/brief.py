@@ -14,6 +14,8 @@ from flows.gates.benchmark.summary import BenchmarkSummary, CalibrationSummary, 
 from flows.record.model import Record
 
 HEADLINES = 3
+_FIRST = {"slower": 0, "inconclusive": 1}
+"""Verdicts that fail a session, listed before the largest changes."""
 
 
 def _interval(row: PointRow) -> str:
@@ -23,12 +25,14 @@ def _interval(row: PointRow) -> str:
 
 
 def headline_changes(summary: BenchmarkSummary, count: int = HEADLINES) -> list[str]:
-    """The gated rows with the largest changes, as `point metric: change [interval] verdict`.
+    """The gated rows that decided the outcome, then the largest changes, as
+    `point metric: change [interval] verdict`: a failed session names its slower or undecided
+    rows first, so the lines say why.
 
     Shared by `records --brief` and the paused run's description, so both name the same rows.
     """
     rows = [row for row in summary.points if row.gated and row.change is not None]
-    rows.sort(key=lambda row: abs(row.change or 0.0), reverse=True)
+    rows.sort(key=lambda row: (_FIRST.get(row.verdict, 2), -abs(row.change or 0.0)))
     return [
         f"{row.point} {row.unit}: {row.change:+.1f}% {_interval(row)} {row.verdict}"
         for row in rows[:count]
@@ -64,9 +68,10 @@ def brief_lines(
         stage = last.stages.get("benchmark")
         summary = stage.summary_as(BenchmarkSummary) if stage else None
         if summary is not None and summary.points:
+            which = "largest" if summary.decision == "pass" else "failing rows first, then largest"
             lines.append(
                 f"{last.release_name} vs {last.previous}: {summary.decision} after "
-                f"{len(summary.arms)} arms; largest gated changes [95% interval]:"
+                f"{len(summary.arms)} arms; {which} gated changes [95% interval]:"
             )
             lines.extend(f"    {line}" for line in headline_changes(summary))
     lines.append(f"records: {experiments} (sparkgate show <record>, sparkgate verify <record>)")

@@ -9,7 +9,8 @@ from rich.console import Console
 
 from flows.cli import main
 from flows.commands.records import records_table
-from flows.record.brief import brief_lines
+from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
+from flows.record.brief import brief_lines, headline_changes
 from flows.record.reader import list_records
 
 RECORDS = Path(__file__).resolve().parents[2] / "data" / "records" / "schema-1"
@@ -22,11 +23,30 @@ def test_brief_names_each_verdict_the_headline_changes_and_the_folder() -> None:
     assert lines[1].startswith("r2: ")
     assert "(against r1)" in lines[1]
     headline = next(line for line in lines if line.startswith("r2 vs r1: "))
-    assert "arms; largest gated changes [95% interval]:" in headline
+    # that record's session ended inconclusive: the rows that failed it come first
+    assert "arms; failing rows first, then largest gated changes [95% interval]:" in headline
     changes = lines[lines.index(headline) + 1 : -1]
     assert 1 <= len(changes) <= 3
     assert all("%" in line and "[" in line for line in changes)
     assert lines[-1].startswith(f"records: {RECORDS}")
+
+
+def test_a_failed_session_heads_with_the_rows_that_failed_it() -> None:
+    rows = [
+        PointRow(point="step/grid", unit="engine_cpu_ms", change=-59.8, low=-62.2, high=-57.3,
+                 verdict="faster"),
+        PointRow(point="streams/c1", unit="engine_cpu_ms", change=-23.2, low=-42.9, high=3.3,
+                 verdict="inconclusive"),
+        PointRow(point="poisson/r4", unit="engine_cpu_ms", change=-60.0, low=-77.3, high=-29.2,
+                 verdict="faster"),
+        PointRow(point="prefill/512", unit="engine_cpu_ms", change=+9.0, low=4.0, high=14.0,
+                 verdict="slower"),
+    ]  # fmt: skip
+    lines = headline_changes(BenchmarkSummary(points=rows))
+    assert [line.split(":")[0] for line in lines] == [
+        "prefill/512 engine_cpu_ms", "streams/c1 engine_cpu_ms", "poisson/r4 engine_cpu_ms",
+    ]  # fmt: skip
+    assert lines[1] == "streams/c1 engine_cpu_ms: -23.2% [-42.9, +3.3] inconclusive"
 
 
 def test_records_brief_prints_them(capsys: pytest.CaptureFixture[str]) -> None:
