@@ -32,6 +32,7 @@ from flows.pipeline.aa_ledger import (
 )
 from flows.pipeline.events import observer_of_run
 from flows.pipeline.prelude import prepared_cluster, versions
+from flows.pipeline.previous import as_qualified
 from flows.pipeline.quiet_logs import quiet_failed_states
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.settings import project_root
@@ -142,9 +143,14 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
     label_current_run(run_title("calibrate", release, cluster), run_tags(release, None, cluster))
     suite = suite_of(release.gates.benchmark)
     experiments = project_root() / "experiments"
+    observer = observer_of_run()
+    pinned = as_qualified(experiments, release, cluster)
+    if pinned is not None:  # measure the image that was qualified, never a new build of it
+        observer.note(f"calibrating the image {release.name} qualified with: {pinned.build.image}")
+        release = pinned
     with prepared_cluster(
         release, cluster, previous=None, command=f"sparkgate calibrate {release_file}",
-        observer=observer_of_run(), records=experiments / CALIBRATION_DIR, resume=False,
+        observer=observer, records=experiments / CALIBRATION_DIR, resume=False,
     ) as prepared:  # fmt: skip
         record = prepared.record
         result = calibration_task(prepared.context, suite, arms, record.stage_dir(STAGE))

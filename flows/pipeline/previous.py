@@ -72,6 +72,19 @@ def require_previous(
         raise MissingPreviousError(problem)
 
 
+def as_qualified(experiments: Path, release: Release, cluster: Cluster) -> Release | None:
+    """An image-made release pinned to the image its newest published record on this cluster's
+    shape names; None for a source build or when no such record names an image.
+
+    What a previous arm boots, and what a calibration of an already qualified release measures:
+    the image that was qualified, not a new build of whatever the sources hold now.
+    """
+    if not release.build.makes_image:
+        return None
+    record = latest_record(experiments, release.name, shape=cluster.shape)
+    return recorded_image(release, record.documents.get("build.json")) if record else None
+
+
 def benchmarked_previous(
     experiments: Path,
     release_file: Path,
@@ -88,11 +101,9 @@ def benchmarked_previous(
     """
     if previous is None or not release.gates.benchmark.enabled or not previous.build.makes_image:
         return previous
-    record = latest_record(experiments, previous.name, shape=cluster.shape)
-    built = record.documents.get("build.json") if record is not None else None
-    as_qualified = recorded_image(previous, built)
-    if as_qualified is not None or previous.build.kind == "image":
-        return as_qualified or previous
+    pinned = as_qualified(experiments, previous, cluster)
+    if pinned is not None or previous.build.kind == "image":
+        return pinned or previous
     command = f"sparkgate qualify {previous_file(release_file, previous.name)} -c {cluster.name}"
     raise MissingPreviousError(
         f"{release.name}'s benchmark boots {previous.name} as it was qualified, and "

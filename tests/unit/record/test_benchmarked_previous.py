@@ -16,7 +16,7 @@ import pytest
 
 from flows.errors import MissingPreviousError
 from flows.pipeline.plan import qualification_plan
-from flows.pipeline.previous import benchmarked_previous
+from flows.pipeline.previous import as_qualified, benchmarked_previous
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -133,6 +133,21 @@ def test_an_adopted_or_source_previous_boots_as_its_file_says_when_nothing_is_re
     assert benchmarked_previous(experiments, candidate_file, candidate, adopted, cluster) == adopted
     r2_file = ROOT / "releases" / "r2.yaml"
     assert benchmarked_previous(experiments, r2_file, release_r2, release_r1, cluster) == release_r1
+
+
+def test_a_calibration_measures_the_image_a_release_qualified_with_once_it_has_one(
+    tmp_path: Path, cluster: Cluster, release_r1: Release, helpers: Any
+) -> None:
+    _, _, made = _pair(tmp_path, COMMAND_BUILD)
+    experiments = tmp_path / "experiments"
+    assert as_qualified(experiments, made, cluster) is None  # not qualified yet: built as asked
+
+    _publish(experiments, made, cluster, helpers)
+
+    pinned = as_qualified(experiments, made, cluster)
+    assert pinned is not None
+    assert (pinned.build.kind, pinned.build.image_id) == ("image", IMAGE_ID)
+    assert as_qualified(experiments, release_r1, cluster) is None  # a source build rebuilds
 
 
 def test_the_plan_names_each_arm_image_and_shows_the_refusal_it_would_meet(
