@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release
+from tests.support.net import LOWEST, ephemeral_start, free_port
 from tests.support.overlays import cluster_overlay, release_overlay
 from tests.support.waiting import WaitTimeoutError, wait_until
 
@@ -31,3 +33,12 @@ def test_overlays_load_as_the_shipped_kinds(tmp_path: Path) -> None:
     release = load_model(release_overlay(tmp_path / "r1.yaml", model={"size": "tiny"}), Release)
     assert release.name == "r1"
     assert release.model.size == "tiny"
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_never_given_twice() -> None:
+    """Outgoing connections draw local ports from the ephemeral range; ours stay out of it."""
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
+    assert all(LOWEST <= port < ephemeral_start() for port in ports)
+    with socket.socket() as server:  # and each is free to bind
+        server.bind(("127.0.0.1", ports[-1]))
