@@ -13,6 +13,8 @@ import random
 import socket
 from pathlib import Path
 
+from flows import net
+
 LOWEST = 20000
 EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _given: set[int] = set()
@@ -43,6 +45,4 @@ def free_port() -> int:
             if port not in _given and _bindable(port):
                 _given.add(port)
                 return port
-    with socket.socket() as probe:  # no room below the range: let the OS pick
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return net.free_port()  # no room below the range: let the OS pick

@@ -25,7 +25,7 @@ from flows.bench.compare import Comparison, compare_arms
 from flows.bench.ledger import Ledger
 from flows.bench.report import ArmReport, Point, Sample
 from flows.bench.stats import Verdict
-from flows.gates.benchmark.rules import Focus, Role, run_session, session_looks
+from flows.gates.benchmark.rules import Focus, Role, focused_arm, run_session, session_looks
 from flows.ui.console import out_console
 
 METRIC = "engine_cpu_ms"
@@ -96,10 +96,7 @@ def simulate(change: float, m: SessionModel, sessions: int, rng: np.random.Gener
 
         def measure(index: int, role: Role, focus: Focus, level: float = level) -> ArmReport:
             arm = _arm(rng, f"{index}-{role}", level if role == "candidate" else 0.0, m)
-            if focus is None:
-                return arm
-            points = {k: v for k, v in arm.points.items() if k in focus}
-            return arm.model_copy(update={"points": points})
+            return focused_arm(arm, focus)
 
         def compare(
             new: list[ArmReport], old: list[ArmReport], ledger: Ledger | None = ledger

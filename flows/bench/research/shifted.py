@@ -30,9 +30,16 @@ from rich.table import Table
 
 from flows.bench.compare import Comparison, compare_arms
 from flows.bench.ledger import Ledger, read_ledger
-from flows.bench.report import METRICS, ArmReport, Point, Sample, higher_is_better, read_arm
+from flows.bench.report import METRICS, ArmReport, Sample, higher_is_better, read_arm
 from flows.errors import BenchError
-from flows.gates.benchmark.rules import LEDGER_FILE, Focus, Role, run_session, session_looks
+from flows.gates.benchmark.rules import (
+    LEDGER_FILE,
+    Focus,
+    Role,
+    focused_arm,
+    run_session,
+    session_looks,
+)
 from flows.spec.release import BenchmarkGate, load_release
 from flows.ui.console import out_console
 
@@ -74,13 +81,6 @@ def slowed(report: ArmReport, slowdown: float) -> ArmReport:
     return report.model_copy(update={"points": points})
 
 
-def _focused(report: ArmReport, focus: Focus) -> ArmReport:
-    if focus is None:
-        return report
-    kept: dict[str, Point] = {n: p for n, p in report.points.items() if n in focus}
-    return report.model_copy(update={"points": kept})
-
-
 def replay(
     name: str,
     arms: Sequence[tuple[Role, ArmReport]],
@@ -101,7 +101,7 @@ def replay(
         measured.append(index)
         if arms[index - 1][0] != role:
             raise BenchError(f"{name}: arm {index} was a {arms[index - 1][0]} arm, not {role}")
-        return _focused(stored[index - 1], focus)
+        return focused_arm(stored[index - 1], focus)
 
     def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:
         return compare_arms(

@@ -42,6 +42,15 @@ class Session:
         return [r for r, kind in zip(self.reports, self.roles, strict=True) if kind == role]
 
 
+def focused_arm(report: ArmReport, focus: Focus) -> ArmReport:
+    """The arm with only the points an added arm measures (all of them when focus is None)."""
+    if focus is None:
+        return report
+    return report.model_copy(
+        update={"points": {k: v for k, v in report.points.items() if k in focus}}
+    )
+
+
 def order_problem(roles: Sequence[Role]) -> str | None:
     """The comparison reads arms as C1, P1, C2, P2, ...: any other order is refused by name."""
     expected = ["candidate" if i % 2 == 0 else "previous" for i in range(len(roles))]
