@@ -30,6 +30,7 @@ from flows.bench.stats import (
     Change,
     Described,
     RecipeVerdict,
+    SlowerRule,
     Verdict,
     difference,
     estimate_arms,
@@ -78,6 +79,10 @@ class Comparison(BaseModel):
         description="times the session may compare (intervals at look_alpha(looks), slower "
         "verdicts also at that divided by the gated rows); None: every interval at 95 %, as "
         "records before 2026-12-05 were decided",
+    )
+    slower_rule: SlowerRule = Field(
+        default=SlowerRule.INTERVAL,
+        description="what a slower verdict needed (absent in records decided by the older rule)",
     )
     points: list[PointComparison] = Field(description="one row per point and gated metric")
     unmatched: list[str] = Field(description="candidate points the previous arm did not measure")
@@ -128,6 +133,7 @@ def _arm_estimate(
     ledger: Sequence[float],
     tolerance_pct: float,
     alphas: tuple[float, float],
+    slower_rule: SlowerRule,
 ) -> ArmEstimate | None:
     arms = []
     for report, candidate in ordered:
@@ -146,6 +152,7 @@ def _arm_estimate(
         tolerance_pct=tolerance_pct,
         alpha=alphas[0],
         slower_alpha=alphas[1],
+        slower_rule=slower_rule,
     )
 
 
@@ -183,6 +190,7 @@ def compare_arms(
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
     policy: GatePolicy | None = None,
     looks: int | None = None,
+    slower_rule: SlowerRule = SlowerRule.SIGNIFICANT,
 ) -> Comparison:
     """Compare candidate arms with previous arms on every point and metric they share.
 
@@ -191,8 +199,10 @@ def compare_arms(
     this comparison belongs to may compare (`session_looks`). A session that decides at any of
     its looks would, at 95 % per look, err more often than 1 in 20 over all of them, so each
     interval is at Pocock's level for that many looks (`look_alpha`); and since one slower point
-    fails the release, a slower verdict must also hold at that level divided by the number of
-    gated rows. None keeps every interval at 95 % with no division (records decided so).
+    fails the release, a slower verdict must also hold at a level split among the gated rows
+    (`_slower_alpha`). None keeps every interval at 95 % with no division (records decided so).
+    `slower_rule` is what a slower verdict needs (records decided before the current rule pass
+    the one they were decided by).
 
     Raises:
         BenchError: if a side has no arm or the arms share no point.
@@ -214,9 +224,8 @@ def compare_arms(
     policy = (policy or GatePolicy()).with_suite(workload_rules(new[0]))
     compared = {m for arm in (new[0], old[0]) for point in arm.points.values() for m in point.gate}
     pairs = _pairs(new[0], old[0], policy, compared)
-    # One slower row fails the release, so a slower verdict holds at the error split among them.
     gated_rows = sum(pair.gated and None not in (pair.new, pair.old) for pair in pairs)
-    slower_alpha = alpha / max(1, gated_rows) if looks is not None else alpha
+    slower_alpha = _slower_alpha(alpha, gated_rows, looks, slower_rule)
     for name, metric, new_described, old_described, gated in pairs:
         if new_described is None and old_described is not None and gated:
             missing.append(f"{name} {metric}")
@@ -230,7 +239,7 @@ def compare_arms(
         tolerance = policy.tolerance_at(name, metric, tolerance_pct)
         arms = _arm_estimate(
             ordered, name, metric, ledger=gaps, tolerance_pct=tolerance,
-            alphas=(alpha, slower_alpha),
+            alphas=(alpha, slower_alpha), slower_rule=slower_rule,
         )  # fmt: skip
         regression = welch is not None and recipe_regression(
             welch, higher_is_better=higher, tolerance_pct=tolerance
@@ -267,12 +276,29 @@ def compare_arms(
         tolerance_pct=tolerance_pct,
         ledger_gaps=len(ledger.sessions) if ledger else 0,
         looks=looks,
+        slower_rule=slower_rule,
         points=rows,
         unmatched=unmatched,
         missing=missing,
         not_compared=not_compared,
         failed_requests=_failed_requests(new),
     )
+
+
+def _slower_alpha(alpha: float, gated_rows: int, looks: int | None, rule: SlowerRule) -> float:
+    """The two-sided error a slower verdict must also hold at, so that an A/A session is called
+    slower at most 1 time in 20 over all its looks and gated rows (Bonferroni over the rows).
+
+    The current rule's claim is one-sided (the interval wholly on the slower side of zero), so a
+    two-sided interval at twice the split errs that way at the split itself; the older rule split
+    the two-sided error. Simulated A/A sessions (`sessions_mc`, 9 rows) stay at or below 3 %.
+    """
+    if looks is None:
+        return alpha
+    rows = max(1, gated_rows)
+    if rule is SlowerRule.SIGNIFICANT:
+        return min(alpha, 2 * alpha / rows)
+    return alpha / rows
 
 
 def _failed_requests(arms: Sequence[ArmReport]) -> dict[str, int]:

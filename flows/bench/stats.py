@@ -9,9 +9,11 @@ Two families live here, both pure (numbers in, numbers out):
   boot-to-boot noise, so a change is estimated on the log scale across arms C1, P, C2 (, P2,
   C3 ...) with a drift term, and its interval takes the arm-level variance from the session's
   own residuals plus a ledger of past A/A gaps (t with the pooled df). The within-arm interval is
-  kept as a second, necessary condition: the reported interval is the hull of both. A verdict is
-  a non-inferiority decision against a practical tolerance; inconclusive is never a pass. A
-  session that looks again after each added arm decides each look at Pocock's level.
+  kept as a second, necessary condition: the reported interval is the hull of both. A point
+  passes when its interval rules out a loss beyond a practical tolerance (non-inferiority) and
+  is slower when its interval rules out no loss at all while the estimate lies beyond the
+  tolerance (the recipe's regression rule); inconclusive is never a pass. A session that looks
+  again after each added arm decides each look at Pocock's level.
 """
 
 from __future__ import annotations
@@ -261,20 +263,45 @@ class Verdict(StrEnum):
         return self in (Verdict.FASTER, Verdict.LEVEL)
 
 
+class SlowerRule(StrEnum):
+    """When a point is called slower, i.e. when the gate claims the release lost speed."""
+
+    INTERVAL = "interval-beyond-tolerance"
+    """The whole interval lies beyond the tolerance: a loss proven larger than the tolerance.
+    Records decided before 2026-12-05 afternoon were decided so; on this machine's noise it
+    could not name a +5 % release slower (0 of 8 real sessions)."""
+    SIGNIFICANT = "significant-beyond-tolerance"
+    """The whole interval lies on the slower side of zero (surely slower) and the estimate beyond
+    the tolerance: the recipe's own regression rule (`bench --compare`: slower, and the change
+    larger than the tolerance), read at arm level. Errs on an A/A pair no more often than the
+    interval's level, since the interval must exclude zero."""
+
+
 def non_inferiority(
-    low_pct: float, high_pct: float, *, higher_is_better: bool, tolerance_pct: float
+    low_pct: float,
+    high_pct: float,
+    *,
+    change_pct: float,
+    higher_is_better: bool,
+    tolerance_pct: float,
+    rule: SlowerRule = SlowerRule.SIGNIFICANT,
 ) -> Verdict:
     """Decide from an interval of the candidate's change (percent) and a practical tolerance.
 
-    Throughput passes when the whole interval lies above -tolerance (faster if also above 0) and
-    fails as slower when it lies wholly below -tolerance; times are mirrored.
+    Throughput passes when the whole interval lies above -tolerance (faster if also above 0);
+    it fails as slower by `rule`: the interval wholly below zero and the change below
+    -tolerance, or (the older rule) the interval wholly below -tolerance. Times are mirrored.
+    The two outcomes cannot both hold, since the change lies inside the interval.
     """
     good_low, good_high = (low_pct, high_pct) if higher_is_better else (-high_pct, -low_pct)
+    good_change = change_pct if higher_is_better else -change_pct
     if good_low > -tolerance_pct:
         return Verdict.FASTER if good_low > 0 else Verdict.LEVEL
-    if good_high < -tolerance_pct:
-        return Verdict.SLOWER
-    return Verdict.INCONCLUSIVE
+    if rule is SlowerRule.INTERVAL:
+        slower = good_high < -tolerance_pct
+    else:
+        slower = good_high < 0 and good_change < -tolerance_pct
+    return Verdict.SLOWER if slower else Verdict.INCONCLUSIVE
 
 
 class Arm(BaseModel):
@@ -393,6 +420,7 @@ def estimate_arms(
     tolerance_pct: float = DEFAULT_TOLERANCE_PCT,
     alpha: float = DEFAULT_ALPHA,
     slower_alpha: float | None = None,
+    slower_rule: SlowerRule = SlowerRule.SIGNIFICANT,
 ) -> ArmEstimate:
     """Estimate the candidate's change over interleaved arms and decide non-inferiority.
 
@@ -406,6 +434,7 @@ def estimate_arms(
         slower_alpha: the stricter error a "slower" verdict must also hold at (default `alpha`):
             a session fails when any of its gated points is slower, so the comparison divides
             `alpha` by their number; passing needs every point, so it needs no such division.
+        slower_rule: what an interval must show for a slower verdict (`SlowerRule`).
 
     Raises:
         ValueError: when a role is missing or a value is not positive.
@@ -430,16 +459,16 @@ def estimate_arms(
     verdict = Verdict.INCONCLUSIVE  # no arm-level df: boot noise unknown, so no decision
     if hull is not None:
         verdict = non_inferiority(
-            _pct(hull[0]), _pct(hull[1]), higher_is_better=higher_is_better,
-            tolerance_pct=tolerance_pct,
+            _pct(hull[0]), _pct(hull[1]), change_pct=_pct(d), higher_is_better=higher_is_better,
+            tolerance_pct=tolerance_pct, rule=slower_rule,
         )  # fmt: skip
     if verdict is Verdict.SLOWER and slower_alpha < alpha:
         # Calling a release slower is a claim about any of the gated points: it must hold at
         # the stricter level too, or the point stays undecided.
         strict = _intervals(d, boot_df, boot_se, within, slower_alpha)[2]
         if strict is None or non_inferiority(
-            _pct(strict[0]), _pct(strict[1]), higher_is_better=higher_is_better,
-            tolerance_pct=tolerance_pct,
+            _pct(strict[0]), _pct(strict[1]), change_pct=_pct(d),
+            higher_is_better=higher_is_better, tolerance_pct=tolerance_pct, rule=slower_rule,
         ) is not Verdict.SLOWER:  # fmt: skip
             verdict = Verdict.INCONCLUSIVE
     pct = _pct

@@ -57,6 +57,7 @@ def benchmark_problems(stage_dir: Path, summary: BenchmarkSummary, max_arms: int
             tolerance_pct=summary.tolerance * 100,
             policy=summary.policy(),
             looks=summary.looks,
+            slower_rule=summary.slower_rule,
         )
     except (SparkgateError, ValueError) as error:
         return [f"benchmark: the raw arms cannot be compared again: {error}"]

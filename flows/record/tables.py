@@ -58,16 +58,26 @@ def tolerance_pct(value: Any) -> float:
 # --- benchmark ---------------------------------------------------------------------------------
 
 
-def bench_verdict(point: PointRow, tolerance: float) -> str:
-    """The non-inferiority verdict of one point, recomputed from its interval."""
-    if point.low is None or point.high is None:
-        return Verdict.INCONCLUSIVE.value
-    return non_inferiority(
+def bench_verdicts(point: PointRow, tolerance: float, summary: BenchmarkSummary) -> set[str]:
+    """The verdicts one point's interval allows, recomputed by the rule it was decided by.
+
+    A slower reading of the shown interval may have stayed inconclusive: when the session
+    divided its error among the gated rows (`looks` set), a slower verdict also had to hold at
+    that stricter level, whose interval the summary does not keep.
+    """
+    if point.low is None or point.high is None or point.change is None:
+        return {Verdict.INCONCLUSIVE.value}
+    verdict = non_inferiority(
         float(point.low),
         float(point.high),
+        change_pct=float(point.change),
         higher_is_better=point.higher_is_better,
         tolerance_pct=tolerance_pct(tolerance),
-    ).value
+        rule=summary.slower_rule,
+    )
+    if verdict is Verdict.SLOWER and summary.looks is not None:
+        return {verdict.value, Verdict.INCONCLUSIVE.value}
+    return {verdict.value}
 
 
 def bench_rows(summary: BenchmarkSummary) -> list[Row]:
@@ -133,14 +143,14 @@ def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
         # A row decided at its own tolerance (a metric's or a suite workload's) is checked
         # at that tolerance; a reported row never fails the outcome.
         own = tolerance if point.tolerance_pct is None else point.tolerance_pct / 100
-        expected = bench_verdict(point, own)
-        if point.verdict != expected:
+        allowed = bench_verdicts(point, own, summary)
+        if point.verdict not in allowed:
             problems.append(
                 f"benchmark: {point.point}: verdict {point.verdict!r}, but its "
                 f"interval {interval(point.low, point.high)} at tolerance "
-                f"{tolerance_pct(own):g}% gives {expected!r}"
+                f"{tolerance_pct(own):g}% gives {' or '.join(map(repr, sorted(allowed)))}"
             )
-        if point.gated and not Verdict(expected).passes:
+        if point.gated and not any(Verdict(verdict).passes for verdict in allowed):
             failing.append(point.point)
     if outcome == "passed" and failing:
         problems.append(f"benchmark: outcome passed, but points do not pass: {', '.join(failing)}")

@@ -220,6 +220,7 @@ class BenchmarkRunner:
                 decision=session.decision.value,
                 ledger_gaps=session.comparison.ledger_gaps,
                 looks=looks,
+                slower_rule=session.comparison.slower_rule,
                 gate_metrics=settings.gate_metrics,
                 tolerances=settings.tolerances,
                 points=points_summary(session),

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from flows.bench.policy import GatePolicy
+from flows.bench.stats import SlowerRule
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -43,6 +44,8 @@ class BenchmarkSummary(BaseModel):
     looks: int | None = None
     """How many times the session could compare (`compare_arms`); None in records written
     before sessions accounted for looking more than once and at many points."""
+    slower_rule: SlowerRule = SlowerRule.INTERVAL
+    """What a slower verdict needed; records without it were decided by the older rule."""
     gate_metrics: list[str] | None = None
     tolerances: dict[str, float] = {}
     points: list[PointRow] = []

@@ -17,7 +17,15 @@ import pytest
 from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample
 from flows.bench.research.sessions_mc import SessionModel, simulate
-from flows.bench.stats import Arm, Verdict, estimate_arms, look_alpha, t975, t_two_sided
+from flows.bench.stats import (
+    Arm,
+    SlowerRule,
+    Verdict,
+    estimate_arms,
+    look_alpha,
+    t975,
+    t_two_sided,
+)
 from flows.errors import BenchError
 from flows.gates.benchmark.rules import session_looks
 
@@ -97,6 +105,23 @@ def test_the_comparison_keeps_its_looks_and_refuses_none() -> None:
     assert compare_arms(new, old).looks is None  # 95 %, as records before looks were decided
     with pytest.raises(BenchError, match="at least once"):
         compare_arms(new, old, looks=0)
+
+
+def test_the_slower_error_is_split_among_gated_rows_one_sided_by_the_current_rule() -> None:
+    """Three gated rows: a slower claim holds at 2 x alpha / 3 two-sided (one-sided alpha / 3);
+    records decided by the older rule (the interval beyond the tolerance) recompute at alpha / 3."""
+
+    def three_points(label: str, cpu_ms: float) -> ArmReport:
+        one = arm(label, cpu_ms)
+        point = one.points["single/c1"]
+        return one.model_copy(update={"points": {f"single/c{i}": point for i in (1, 2, 3)}})
+
+    new, old = [three_points("c1", 1.1), three_points("c2", 1.12)], [three_points("p1", 1.0)]
+    current = compare_arms(new, old, looks=5)
+    older = compare_arms(new, old, looks=5, slower_rule=SlowerRule.INTERVAL)
+    assert current.slower_rule is SlowerRule.SIGNIFICANT
+    assert {r.arms.slower_alpha for r in current.points if r.arms} == {2 * look_alpha(5) / 3}
+    assert {r.arms.slower_alpha for r in older.points if r.arms} == {look_alpha(5) / 3}
 
 
 def test_at_this_machine_s_noise_pocock_keeps_false_slower_sessions_under_one_in_twenty() -> None:

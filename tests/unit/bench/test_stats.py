@@ -11,6 +11,7 @@ from flows.bench.research.montecarlo import SimulationSettings, false_positive_l
 from flows.bench.stats import (
     Arm,
     Described,
+    SlowerRule,
     Verdict,
     describe,
     difference,
@@ -105,8 +106,38 @@ def test_recipe_verdict_and_regression_mirror_for_times() -> None:
     ],
 )
 def test_non_inferiority_verdicts(low: float, high: float, higher: bool, verdict: Verdict) -> None:
-    assert non_inferiority(low, high, higher_is_better=higher, tolerance_pct=3.0) is verdict
+    middle = (low + high) / 2
+    for rule in SlowerRule:
+        decided = non_inferiority(
+            low, high, change_pct=middle, higher_is_better=higher, tolerance_pct=3.0, rule=rule
+        )
+        assert decided is verdict
     assert verdict.passes == (verdict in (Verdict.FASTER, Verdict.LEVEL))
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "change", "higher", "verdict"),
+    [
+        (-9.0, -1.0, -5.0, True, Verdict.SLOWER),  # surely slower, estimated beyond 3 %
+        (1.0, 9.0, 5.0, False, Verdict.SLOWER),  # a time, mirrored
+        (-9.0, -1.0, -2.5, True, Verdict.INCONCLUSIVE),  # surely slower, but within 3 %
+        (-11.0, 0.5, -5.0, True, Verdict.INCONCLUSIVE),  # beyond 3 %, but not surely slower
+    ],
+)
+def test_slower_is_the_recipes_regression_rule_at_arm_level(
+    low: float, high: float, change: float, higher: bool, verdict: Verdict
+) -> None:
+    """Slower: the interval clear of zero and the estimate beyond the tolerance, as the recipe's
+    `bench --compare` flags a regression; the older rule needed the interval beyond it."""
+    decided = non_inferiority(
+        low, high, change_pct=change, higher_is_better=higher, tolerance_pct=3.0
+    )
+    assert decided is verdict
+    older = non_inferiority(
+        low, high, change_pct=change, higher_is_better=higher, tolerance_pct=3.0,
+        rule=SlowerRule.INTERVAL,
+    )  # fmt: skip
+    assert older is Verdict.INCONCLUSIVE
 
 
 def test_cpc_estimate_cancels_linear_drift_and_uses_the_ledger() -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from flows.bench.stats import SlowerRule
+from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
 from flows.gates.cold_boots.summary import BootRow
 from flows.gates.determinism.summary import FirstDifference, PreviousReport, ScenarioRow
 from flows.gates.release_tests.summary import FileRow
 from flows.gates.summaries import GateSummary
 from flows.record import read_record, render_index, render_readme, write_index
 from flows.record.model import Record, StageEntry
-from flows.record.tables import bench_problems, bench_verdict, boots_problems, tolerance_pct
+from flows.record.tables import bench_problems, bench_verdicts, boots_problems, tolerance_pct
 from flows.record.writer import RecordWriter
 from tests.support import summaries
 
@@ -122,14 +124,29 @@ def test_readme_shows_failures_differences_and_gates_not_run() -> None:
 
 
 def test_bench_verdicts_are_recomputed_from_intervals() -> None:
-    point = summaries.point("x", "tps", higher_is_better=True, low=-2.0, high=1.0)
-    assert bench_verdict(point, 0.03) == "level"
-    assert bench_verdict(point.model_copy(update={"low": 0.5}), 0.03) == "faster"
-    assert bench_verdict(point.model_copy(update={"low": -8.0, "high": -4.0}), 0.03) == "slower"
-    assert bench_verdict(point.model_copy(update={"low": -4.0}), 0.03) == "inconclusive"
-    lower = summaries.point("x", "ms", higher_is_better=False, low=4.0, high=8.0)
-    assert bench_verdict(lower, 0.03) == "slower"
-    assert bench_verdict(summaries.point("x", "tps", low=None, high=None), 0.03) == ("inconclusive")
+    point = summaries.point("x", "tps", higher_is_better=True, change=-0.5, low=-2.0, high=1.0)
+    older = summaries.benchmark(slower_rule=SlowerRule.INTERVAL)
+    current = summaries.benchmark(slower_rule=SlowerRule.SIGNIFICANT)
+
+    def verdicts(row: PointRow, summary: BenchmarkSummary = older) -> set[str]:
+        return bench_verdicts(row, 0.03, summary)
+
+    assert verdicts(point) == {"level"}
+    assert verdicts(point.model_copy(update={"low": 0.5, "change": 1.0})) == {"faster"}
+    beyond = point.model_copy(update={"low": -8.0, "high": -4.0, "change": -6.0})
+    assert verdicts(beyond) == {"slower"}
+    assert verdicts(point.model_copy(update={"low": -4.0})) == {"inconclusive"}
+    lower = summaries.point("x", "ms", higher_is_better=False, change=6.0, low=4.0, high=8.0)
+    assert verdicts(lower) == {"slower"}
+    assert verdicts(summaries.point("x", "tps", low=None, high=None)) == {"inconclusive"}
+    # Surely slower, the estimate beyond 3 % but the interval not: slower by the current rule.
+    clear_of_zero = point.model_copy(update={"low": -9.0, "high": -1.0, "change": -5.0})
+    assert verdicts(clear_of_zero) == {"inconclusive"}
+    assert verdicts(clear_of_zero, current) == {"slower"}
+    assert verdicts(clear_of_zero.model_copy(update={"change": -2.0}), current) == {"inconclusive"}
+    # A session that divided its error among rows may have left a slower reading undecided.
+    divided = current.model_copy(update={"looks": 5})
+    assert verdicts(clear_of_zero, divided) == {"slower", "inconclusive"}
     assert abs(tolerance_pct(0.03) - 3.0) < 1e-9
     assert tolerance_pct(3.0) == 3.0
     summary = summaries.benchmark(points=[point.model_copy(update={"verdict": "faster"})])
@@ -178,9 +195,11 @@ def test_a_gate_without_figures_shows_only_its_reason() -> None:
 
 def test_verify_checks_a_row_at_its_own_tolerance_and_never_fails_on_a_reported_row() -> None:
     """A suite workload's 20 % (or a metric's own) tolerance decided the row; so does verify."""
-    own = summaries.point("poisson/r1", "tpot_p50_ms", higher_is_better=False, low=5.0, high=12.0)
+    own = summaries.point(
+        "poisson/r1", "tpot_p50_ms", higher_is_better=False, change=8.0, low=5.0, high=12.0
+    )
     own = own.model_copy(update={"verdict": "level", "tolerance_pct": 20.0})
-    reported = summaries.point("sampled/c4", "tps", low=-9.0, high=-5.0)
+    reported = summaries.point("sampled/c4", "tps", change=-7.0, low=-9.0, high=-5.0)
     reported = reported.model_copy(update={"verdict": "slower", "gated": False})
     summary = summaries.benchmark(points=[own, reported])
     assert bench_problems(summary, "passed") == []
