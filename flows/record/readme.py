@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flows.bench.stats import SlowerRule
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.cold_boots.summary import ColdBootsSummary
 from flows.gates.determinism.summary import DeterminismSummary
@@ -105,6 +106,15 @@ def _changes(record: Record) -> list[str]:
     return lines
 
 
+_SLOWER_MEANS = {
+    SlowerRule.INTERVAL: "the whole interval beyond the tolerance",
+    SlowerRule.SIGNIFICANT: "the whole interval on the bad side of no change and the change "
+    "beyond the tolerance",
+}
+"""What a slower verdict meant, by the rule the record was decided by (older records keep
+their words, so their README renders again byte for byte)."""
+
+
 def _benchmark(entry: StageEntry, record: Record) -> list[str]:
     summary = entry.summary_as(BenchmarkSummary)
     if summary is None:
@@ -115,8 +125,9 @@ def _benchmark(entry: StageEntry, record: Record) -> list[str]:
         (
             f"Arms in session order: {', '.join(summary.arms)}; tolerance "
             f"{tolerance:g}%. A change counts (bold) only when the verdict says so: faster "
-            "(the whole 95% interval on the good side of no change) or slower (the whole "
-            "interval beyond the tolerance); otherwise the point reads level or inconclusive."
+            "(the whole 95% interval on the good side of no change) or slower "
+            f"({_SLOWER_MEANS[summary.slower_rule]}); otherwise the point reads level or "
+            "inconclusive."
         ),
         "",
         *tables.markdown_table(

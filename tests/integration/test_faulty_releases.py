@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from flows.bench.stats import SlowerRule
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record
@@ -26,13 +27,13 @@ from .project import TRIMMED_COLD_BOOTS, Project
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 # The benchmark suite of the slower release: three decode points and one prefill, twelve samples
-# each, and up to eleven arms. The fault adds 5 % of a step's wall time as work, 13-15 % of rank
-# 0's CPU time per step. This virtual machine's CPU time for identical work scatters by about 10 %
-# from sample to sample and from boot to boot (docs/statistics.md), and each of the session's nine
-# looks is decided at Pocock's level with a slower verdict also held over the four points, so a
-# session names the fault slower about a quarter of the time and otherwise spends its eleven arms
-# and fails as inconclusive (the simulation of this suite: 0.24 slower, 0.76 inconclusive, a point
-# decided the wrong way in 0.01). Both fail the gate; `_assert_slower` says what each must show.
+# each, and up to eleven arms. The fault adds 5 % of a step's wall time as work, which measured
+# +5 to +15 % of rank 0's CPU time per step on these points. A point is slower when its interval,
+# at Pocock's level for the session's nine looks and split one-sided among the four points, lies
+# wholly on the slow side of no change and its estimate beyond the 3 % tolerance (the recipe's own
+# regression rule). Replayed through that rule (`python -m flows.bench.research.shifted`), the
+# two CI sessions of 2026-12-05 that the older rule (the interval wholly beyond 3 %) decided
+# slower after 8 and 9 arms are decided slower after 5 and 3.
 SLOWDOWN_SUITE = {
     "kind": "suite", "name": "slowdown", "description": "decode and prefill, twelve samples",
     "seed": 0, "samples": 12, "warmup": 1,
@@ -67,7 +68,7 @@ FAULTS = [
     Fault("crash-on-boot", "determinism", ("boot failed", "rank 1")),
     Fault("lazy-kernel", "cold_boots", ("compiles after preparation", "mlp"),
           cold_boots=TRIMMED_COLD_BOOTS),
-    Fault("slower", "benchmark", ("engine_cpu_ms",), exits=(1, 3),
+    Fault("slower", "benchmark", ("slower beyond 3%", "engine_cpu_ms"),
           cold_boots=TRIMMED_COLD_BOOTS,
           benchmark={"enabled": True, "suite": "SLOWDOWN", "max_arms": 11}),
 ]  # fmt: skip
@@ -123,25 +124,19 @@ def test_a_faulty_release_fails_at_its_own_gate(project: Project, fault: Fault) 
 
 
 def _assert_slower(summary: BenchmarkSummary | None) -> None:
-    """Slower beyond the tolerance, or, when this machine's noise left it undecided after every
-    arm, measured slower on every gated point: never a pass, never level or faster.
-
-    The issue asks for `slower` every time. On this virtual machine the CPU time of identical
-    work scatters by 10-60 % with the host's load (steal time), and sessions ended both ways
-    (docs/statistics.md), so an undecided session is accepted only with every estimate on the
-    slow side and the gate's rows saying why.
-    """
+    """Decided slower, by the current rule, on a gated point whose estimate grew: never a pass,
+    never inconclusive, never a point read level or faster."""
     assert summary is not None
+    assert summary.slower_rule is SlowerRule.SIGNIFICANT
     gated = [row for row in summary.points if row.gated]
     assert {row.unit for row in gated} == {"engine_cpu_ms"}, gated
     assert summary.looks == 9  # after C1, P, C2 and after each of eight more arms
+    assert summary.decision == "fail-slower", (summary.decision, gated)
     assert all(row.verdict in ("slower", "inconclusive") for row in gated), gated
-    if summary.decision == "fail-slower":
-        assert any(row.verdict == "slower" for row in gated), gated
-        return
-    assert summary.decision == "fail-inconclusive", summary.decision
-    assert len(summary.arms) == 11, summary.arms  # it spent every arm before giving up
-    assert all(row.change is not None and row.change > 0 for row in gated), gated
+    slower = [row for row in gated if row.verdict == "slower"]
+    assert slower, gated
+    assert all(row.change is not None and row.change > 3.0 for row in slower), slower
+    assert all(row.low is not None and row.low > 0.0 for row in slower), slower
 
 
 def _assert_evidence_of_every_node(evidence: list[str], record: Path) -> None:

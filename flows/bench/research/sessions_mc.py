@@ -2,7 +2,7 @@
 
 `montecarlo` checks one estimate of one point. A gate decides a session: every gated point is
 estimated after C1, P, C2, arms are added (P2, C3, ...) while any is undecided, up to `max_arms`,
-and a single point wholly beyond the tolerance fails the release. Looking again after each arm
+and a single slower point fails the release. Looking again after each arm
 and looking at many points both raise the chance of a false "slower"; this simulates sessions
 through the gate's own rules (`run_session`, `compare_arms`, `session_decision`) on synthetic
 arms with a boot effect per arm and per-sample noise, and tabulates how often an A/A session is

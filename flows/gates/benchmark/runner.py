@@ -4,10 +4,11 @@ One arm is one fresh boot of one release with the release's suite run on it, bec
 noise is only visible across boots. Arms run in session order (default candidate, previous,
 candidate, so linear drift cancels), each arm's raw receipts are written under
 `arms/<i>-<role>/` the moment it ends, and the arm-level statistics of `flows.bench.compare`
-decide every point: faster or level passes, slower beyond the tolerance fails, inconclusive adds
-the next interleaved arm (previous, candidate, ...) up to `max_arms` and then fails as
-inconclusive. A noisy session can delay a release, never wave a slower one through. The session
-logic itself is pure and lives in `rules`; this module supplies boots and the workload runner.
+decide every point: faster or level passes, slower (surely slower, and by more than the tolerance
+as estimated) fails, inconclusive adds the next interleaved arm (previous, candidate, ...) up to
+`max_arms` and then fails as inconclusive. A noisy session can delay a release, never wave a
+slower one through. The session logic itself is pure and lives in `rules`; this module supplies
+boots and the workload runner.
 """
 
 from __future__ import annotations

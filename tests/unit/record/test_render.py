@@ -211,3 +211,15 @@ def test_verify_checks_a_row_at_its_own_tolerance_and_never_fails_on_a_reported_
         ),
         "benchmark: outcome passed, but points do not pass: poisson/r1",
     ]
+
+
+def test_the_readme_says_what_slower_meant_by_the_rule_the_record_was_decided_by() -> None:
+    def rendered(rule: SlowerRule) -> str:
+        summary = summaries.benchmark(slower_rule=rule)
+        return render_readme(_record({"benchmark": ("passed", summary)}, verdict="qualified"))
+
+    assert "or slower (the whole interval beyond the tolerance);" in rendered(SlowerRule.INTERVAL)
+    assert (
+        "or slower (the whole interval on the bad side of no change and the change beyond the "
+        "tolerance);" in rendered(SlowerRule.SIGNIFICANT)
+    )
