@@ -200,7 +200,7 @@ def compare_arms(
     its looks would, at 95 % per look, err more often than 1 in 20 over all of them, so each
     interval is at Pocock's level for that many looks (`look_alpha`); and since one slower point
     fails the release, a slower verdict must also hold at a level split among the gated rows
-    (`_slower_alpha`). None keeps every interval at 95 % with no division (records decided so).
+    (`slower_alpha`). None keeps every interval at 95 % with no division (records decided so).
     `slower_rule` is what a slower verdict needs (records decided before the current rule pass
     the one they were decided by).
 
@@ -225,7 +225,7 @@ def compare_arms(
     compared = {m for arm in (new[0], old[0]) for point in arm.points.values() for m in point.gate}
     pairs = _pairs(new[0], old[0], policy, compared)
     gated_rows = sum(pair.gated and None not in (pair.new, pair.old) for pair in pairs)
-    slower_alpha = _slower_alpha(alpha, gated_rows, looks, slower_rule)
+    strict_alpha = slower_alpha(alpha, gated_rows, looks, slower_rule)
     for name, metric, new_described, old_described, gated in pairs:
         if new_described is None and old_described is not None and gated:
             missing.append(f"{name} {metric}")
@@ -239,7 +239,7 @@ def compare_arms(
         tolerance = policy.tolerance_at(name, metric, tolerance_pct)
         arms = _arm_estimate(
             ordered, name, metric, ledger=gaps, tolerance_pct=tolerance,
-            alphas=(alpha, slower_alpha), slower_rule=slower_rule,
+            alphas=(alpha, strict_alpha), slower_rule=slower_rule,
         )  # fmt: skip
         regression = welch is not None and recipe_regression(
             welch, higher_is_better=higher, tolerance_pct=tolerance
@@ -285,7 +285,7 @@ def compare_arms(
     )
 
 
-def _slower_alpha(alpha: float, gated_rows: int, looks: int | None, rule: SlowerRule) -> float:
+def slower_alpha(alpha: float, gated_rows: int, looks: int | None, rule: SlowerRule) -> float:
     """The two-sided error a slower verdict must also hold at, so that an A/A session is called
     slower at most 1 time in 20 over all its looks and gated rows (Bonferroni over the rows).
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flows.bench.stats import Verdict, non_inferiority
+from flows.bench.compare import slower_alpha
+from flows.bench.stats import Verdict, look_alpha, non_inferiority
 from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
 from flows.gates.cold_boots.summary import BootRow, ColdBootsSummary
 from flows.gates.determinism.summary import DeterminismSummary
@@ -61,9 +62,9 @@ def tolerance_pct(value: Any) -> float:
 def bench_verdicts(point: PointRow, tolerance: float, summary: BenchmarkSummary) -> set[str]:
     """The verdicts one point's interval allows, recomputed by the rule it was decided by.
 
-    A slower reading of the shown interval may have stayed inconclusive: when the session
-    divided its error among the gated rows (`looks` set), a slower verdict also had to hold at
-    that stricter level, whose interval the summary does not keep.
+    A slower reading of the shown interval may have stayed inconclusive: when the session's
+    split among its gated rows (`slower_alpha`) was stricter than the shown interval's level, a
+    slower verdict also had to hold there, and the summary does not keep that interval.
     """
     if point.low is None or point.high is None or point.change is None:
         return {Verdict.INCONCLUSIVE.value}
@@ -75,9 +76,18 @@ def bench_verdicts(point: PointRow, tolerance: float, summary: BenchmarkSummary)
         tolerance_pct=tolerance_pct(tolerance),
         rule=summary.slower_rule,
     )
-    if verdict is Verdict.SLOWER and summary.looks is not None:
+    if verdict is Verdict.SLOWER and _slower_held_stricter(summary):
         return {verdict.value, Verdict.INCONCLUSIVE.value}
     return {verdict.value}
+
+
+def _slower_held_stricter(summary: BenchmarkSummary) -> bool:
+    """Whether the session held slower verdicts at a stricter level than the intervals shown."""
+    if summary.looks is None:
+        return False  # every interval at 95 %, no split (records decided so)
+    alpha = look_alpha(summary.looks)
+    rows = sum(point.gated for point in summary.points)
+    return slower_alpha(alpha, rows, summary.looks, summary.slower_rule) < alpha
 
 
 def bench_rows(summary: BenchmarkSummary) -> list[Row]:

@@ -144,9 +144,14 @@ def test_bench_verdicts_are_recomputed_from_intervals() -> None:
     assert verdicts(clear_of_zero) == {"inconclusive"}
     assert verdicts(clear_of_zero, current) == {"slower"}
     assert verdicts(clear_of_zero.model_copy(update={"change": -2.0}), current) == {"inconclusive"}
-    # A session that divided its error among rows may have left a slower reading undecided.
-    divided = current.model_copy(update={"looks": 5})
+    # A session whose split among its gated rows was stricter than the shown interval may have
+    # left a slower reading undecided: with three rows, not with two (2 x alpha / 2 is alpha).
+    assert verdicts(clear_of_zero, current.model_copy(update={"looks": 5})) == {"slower"}
+    third = summaries.point("x3", "tps")
+    divided = current.model_copy(update={"looks": 5, "points": [*current.points, third]})
     assert verdicts(clear_of_zero, divided) == {"slower", "inconclusive"}
+    older_divided = older.model_copy(update={"looks": 5})
+    assert verdicts(beyond, older_divided) == {"slower", "inconclusive"}
     assert abs(tolerance_pct(0.03) - 3.0) < 1e-9
     assert tolerance_pct(3.0) == 3.0
     summary = summaries.benchmark(points=[point.model_copy(update={"verdict": "faster"})])
