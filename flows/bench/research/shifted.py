@@ -11,7 +11,10 @@ only the undecided points. It prints, per slowdown, how the sessions would have 
 how many arms. With no slowdown it recomputes the real sessions' decisions.
 
     python -m flows.bench.research.shifted releases/r1.yaml .sparkgate/sessions-aa/r1-vs-r1-*
-        [--slowdown 0 0.05 0.10]
+        [--slowdown 0 0.05 0.10] [--report-only single streams]
+
+`--report-only` replays the sessions as if their suite had said `gate: false` on those workloads
+(their points compared and shown, not gating): how a gate policy would have decided the same arms.
 
 A replay can only use the arms that were run: a session that would have needed more arms than
 the real one took ends as inconclusive ("out of arms"), and an added arm lacks any point the real
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -81,19 +84,49 @@ def slowed(report: ArmReport, slowdown: float) -> ArmReport:
     return report.model_copy(update={"points": points})
 
 
+def suite_workloads(report: ArmReport) -> set[str]:
+    """The names of the workloads in the suite an arm ran."""
+    entries = report.workload.get("workloads")
+    if not isinstance(entries, list):
+        return set()
+    return {str(e["name"]) for e in entries if isinstance(e, dict) and "name" in e}
+
+
+def report_only(report: ArmReport, workloads: Collection[str]) -> ArmReport:
+    """The arm as if its suite had said `gate: false` on the named workloads (an added arm runs
+    only the undecided ones and may lack some)."""
+    if not workloads:
+        return report
+    entries = report.workload.get("workloads")
+    if not isinstance(entries, list):
+        raise BenchError("the arm keeps no suite workloads to re-gate")
+    regated = [
+        {**entry, "gate": False} if isinstance(entry, dict) and entry.get("name") in workloads
+        else entry
+        for entry in entries
+    ]  # fmt: skip
+    return report.model_copy(update={"workload": {**report.workload, "workloads": regated}})
+
+
 def replay(
     name: str,
     arms: Sequence[tuple[Role, ArmReport]],
     settings: BenchmarkGate,
     ledger: Ledger | None,
     slowdown: float,
+    *,
+    reported_only: Collection[str] = (),
 ) -> Replayed:
-    """Run the gate's session over the recorded arms, the candidate's slowed by `slowdown`."""
+    """Run the gate's session over the recorded arms, the candidate's slowed by `slowdown`
+    (and the workloads in `reported_only` not gating)."""
     looks = session_looks(len(settings.arms), settings.max_arms)
     first = list(settings.arms)
     if [role for role, _ in arms[: len(first)]] != first:
         raise BenchError(f"{name}: its first arms are not {', '.join(first)}")
-    stored = [slowed(arm, slowdown) if role == "candidate" else arm for role, arm in arms]
+    stored = [
+        report_only(slowed(arm, slowdown) if role == "candidate" else arm, reported_only)
+        for role, arm in arms
+    ]
 
     measured: list[int] = []
 
@@ -163,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("release", type=Path, help="the release whose gate settings decide")
     parser.add_argument("sessions", type=Path, nargs="+", help="folders of session-N folders")
     parser.add_argument("--slowdown", type=float, nargs="+", default=[0.0, 0.05, 0.07, 0.10])
+    parser.add_argument(
+        "--report-only", nargs="+", default=[], metavar="WORKLOAD",
+        help="replay as if these workloads said gate: false",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     settings = load_release(args.release).gates.benchmark
     folders = [
@@ -175,8 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for folder in folders:
         arms, ledger = read_session(folder)
+        if missing := set(args.report_only) - suite_workloads(arms[0][1]):
+            raise SystemExit(f"{folder}: no workload named {', '.join(sorted(missing))}")
         name = f"{folder.parent.name}/{folder.name}"
-        rows += [replay(name, arms, settings, ledger, s) for s in args.slowdown]
+        rows += [
+            replay(name, arms, settings, ledger, s, reported_only=args.report_only)
+            for s in args.slowdown
+        ]
     out_console.print(_table(rows))
     return 0
 

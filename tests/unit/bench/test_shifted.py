@@ -12,10 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import JsonValue
 
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.report import ArmReport, Point, Sample, write_arm
-from flows.bench.research.shifted import OUT_OF_ARMS, main, read_session, replay, slowed
+from flows.bench.research.shifted import (
+    OUT_OF_ARMS,
+    main,
+    read_session,
+    replay,
+    report_only,
+    slowed,
+)
 from flows.gates.benchmark.rules import LEDGER_FILE, Role
 from flows.spec.release import load_release
 
@@ -36,8 +44,10 @@ def _arm(rng: np.random.Generator, label: str, sd: float) -> ArmReport:
         )
         for name in ("single/c1", "streams/c2")
     }  # fmt: skip
+    suite: dict[str, JsonValue] = {"workloads": [{"name": "single"}, {"name": "streams"}]}
     return ArmReport(label=label, source="test", url="http://127.0.0.1:1", suite="release",
-                     started_utc="2026-12-05T00:00:00+00:00", points=points)  # fmt: skip
+                     started_utc="2026-12-05T00:00:00+00:00", points=points,
+                     workload=suite)  # fmt: skip
 
 
 def _session(seed: int, sd: float, count: int = 7) -> tuple[list[tuple[Role, ArmReport]], Ledger]:
@@ -64,6 +74,19 @@ def test_quiet_arms_pass_unslowed_and_fail_as_slower_when_a_slowdown_is_multipli
     assert (level.decision, level.arms, level.slower_points) == ("pass", 3, [])
     assert (slow.decision, slow.arms) == ("fail-slower", 3)
     assert "single/c1 engine_cpu_ms" in slow.slower_points  # the gated metric, named
+
+
+def test_a_workload_replayed_as_report_only_is_compared_but_no_longer_decides() -> None:
+    arms, ledger = _session(2, 0.002)
+
+    both = replay("s", arms, SETTINGS, ledger, 0.20)
+    streams_only = replay("s", arms, SETTINGS, ledger, 0.20, reported_only={"single"})
+
+    assert {p.split()[0] for p in both.slower_points} == {"single/c1", "streams/c2"}
+    assert {p.split()[0] for p in streams_only.slower_points} == {"streams/c2"}
+    regated = report_only(arms[0][1], {"single"})
+    assert regated.workload["workloads"] == [{"name": "single", "gate": False}, {"name": "streams"}]
+    assert arms[0][1].workload["workloads"] == [{"name": "single"}, {"name": "streams"}]
 
 
 def test_a_session_needing_more_arms_than_were_recorded_ends_out_of_arms() -> None:
@@ -93,3 +116,6 @@ def test_recorded_folders_are_read_in_arm_order_and_the_command_prints_the_table
     printed = capsys.readouterr().out
     assert "pass 1" in printed
     assert "fail-slower 1" in printed
+    with pytest.raises(SystemExit, match="no workload named prefill"):
+        main([str(ROOT / "releases" / "r2.yaml"), str(tmp_path / "r1-vs-r1"),
+              "--report-only", "prefill"])  # fmt: skip
