@@ -305,6 +305,17 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         f"{INTEGRATION}/test_sessions_script.py::test_one_aa_session_is_run_and_kept",
         "one A/A session of a trimmed r1 with the short suite on a private cluster",
     ),
+    "python -m flows.bench.research.shifted RELEASE SESSIONS... [--slowdown S ...] "
+    "[--report-only W ...]": Elsewhere(
+        "tests/unit/bench/test_shifted.py::"
+        "test_recorded_folders_are_read_in_arm_order_and_the_command_prints_the_table",
+        "main() over written session folders, with --slowdown and --report-only",
+    ),
+    "python -m flows.bench.research.noise SESSIONS... [--metric M]": Elsewhere(
+        "tests/unit/bench/test_noise.py::"
+        "test_recorded_sessions_are_read_and_the_scattering_point_comes_out_noisier",
+        "main() over written session folders",
+    ),
     "python -m flows.bench.research.montecarlo [--sessions 4000]": Here(
         says="false-positive",
         argv=("python", "-m", "flows.bench.research.montecarlo", "--sessions", "100"),
