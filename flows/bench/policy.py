@@ -68,6 +68,16 @@ def _rule(raw: JsonValue) -> WorkloadRule | None:
     )
 
 
+def suite_entries(arm: ArmReport) -> list[dict[str, JsonValue]]:
+    """The named workload entries of the suite an arm report ran (none for other tools' arms)."""
+    workloads = arm.workload.get("workloads")
+    return [
+        entry
+        for entry in (workloads if isinstance(workloads, list) else [])
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+    ]
+
+
 def workload_rules(arm: ArmReport) -> dict[str, WorkloadRule]:
     """The suite's per-workload gate rules, read from the suite an arm report ran.
 
@@ -75,13 +85,11 @@ def workload_rules(arm: ArmReport) -> dict[str, WorkloadRule]:
     the same decision from the same files. Arms of other tools (the recipe's reports) say
     nothing, and the release's settings decide every point.
     """
-    workloads = arm.workload.get("workloads")
     rules: dict[str, WorkloadRule] = {}
-    for entry in workloads if isinstance(workloads, list) else []:
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            rule = _rule(entry.get("gate", True))
-            if rule is not None:
-                rules[str(entry["name"])] = rule
+    for entry in suite_entries(arm):
+        rule = _rule(entry.get("gate", True))
+        if rule is not None:
+            rules[str(entry["name"])] = rule
     return rules
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 
-from flows.bench.research.shifted import read_session
+from flows.bench.research.shifted import read_session, session_folders
 from flows.bench.variance import Components, decompose_all
 from flows.ui.console import out_console
 
@@ -40,20 +40,22 @@ class PointNoise(BaseModel):
 
 def summarise(per_session: Iterable[Sequence[Components]], metric: str) -> list[PointNoise]:
     """Pool the sessions' decompositions of `metric` point by point (pure)."""
-    by_point: dict[str, list[Components]] = defaultdict(list)
+    arm_sds: dict[str, list[float]] = defaultdict(list)
+    within_sds: dict[str, list[float]] = defaultdict(list)
     for rows in per_session:
         for row in rows:
             if row.metric == metric and row.arm_sd_pct is not None:
-                by_point[row.point].append(row)
+                arm_sds[row.point].append(row.arm_sd_pct)
+                within_sds[row.point].append(row.within_sd_pct)
     return [
         PointNoise(
             point=point,
-            sessions=len(rows),
-            arm_sd_median_pct=statistics.median(r.arm_sd_pct or 0.0 for r in rows),
-            arm_sd_max_pct=max(r.arm_sd_pct or 0.0 for r in rows),
-            within_sd_median_pct=statistics.median(r.within_sd_pct for r in rows),
+            sessions=len(sds),
+            arm_sd_median_pct=statistics.median(sds),
+            arm_sd_max_pct=max(sds),
+            within_sd_median_pct=statistics.median(within_sds[point]),
         )
-        for point, rows in sorted(by_point.items(), key=lambda item: item[0])
+        for point, sds in sorted(arm_sds.items())
     ]
 
 
@@ -81,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sessions", type=Path, nargs="+", help="folders of session-N folders")
     parser.add_argument("--metric", default="engine_cpu_ms", help="the metric to summarise")
     args = parser.parse_args(argv)
-    folders = [folder for root in args.sessions for folder in sorted(root.glob("session-*"))]
-    if not folders:
-        raise SystemExit(f"no session-N folders under {', '.join(map(str, args.sessions))}")
+    folders = session_folders(args.sessions)
     rows = summarise((session_components(folder) for folder in folders), args.metric)
     if not rows:
         raise SystemExit(f"no session measured {args.metric} in two arms of a role")

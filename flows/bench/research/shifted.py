@@ -33,6 +33,7 @@ from rich.table import Table
 
 from flows.bench.compare import Comparison, compare_arms
 from flows.bench.ledger import Ledger, read_ledger
+from flows.bench.policy import suite_entries
 from flows.bench.report import METRICS, ArmReport, Sample, higher_is_better, read_arm
 from flows.errors import BenchError
 from flows.gates.benchmark.rules import (
@@ -82,14 +83,6 @@ def slowed(report: ArmReport, slowdown: float) -> ArmReport:
         for name, point in report.points.items()
     }
     return report.model_copy(update={"points": points})
-
-
-def suite_workloads(report: ArmReport) -> set[str]:
-    """The names of the workloads in the suite an arm ran."""
-    entries = report.workload.get("workloads")
-    if not isinstance(entries, list):
-        return set()
-    return {str(e["name"]) for e in entries if isinstance(e, dict) and "name" in e}
 
 
 def report_only(report: ArmReport, workloads: Collection[str]) -> ArmReport:
@@ -169,6 +162,18 @@ def read_session(folder: Path) -> tuple[list[tuple[Role, ArmReport]], Ledger | N
     return [(role, arm) for _, role, arm in sorted(arms, key=lambda a: a[0])], ledger
 
 
+def session_folders(roots: Sequence[Path]) -> list[Path]:
+    """The session-N folders under each root, in session order; exits when there are none."""
+    folders = [
+        folder
+        for root in roots
+        for folder in sorted(root.glob("session-*"), key=lambda f: int(f.name.split("-")[-1]))
+    ]
+    if not folders:
+        raise SystemExit(f"no session-N folders under {', '.join(map(str, roots))}")
+    return folders
+
+
 def _table(rows: Sequence[Replayed]) -> Table:
     table = Table(title="replayed sessions, candidate slowed")
     for header in ("slowdown", "sessions", "decisions", "arms", "points called slower"):
@@ -202,17 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     settings = load_release(args.release).gates.benchmark
-    folders = [
-        folder
-        for root in args.sessions
-        for folder in sorted(root.glob("session-*"), key=lambda f: int(f.name.split("-")[-1]))
-    ]
-    if not folders:
-        raise SystemExit(f"no session-N folders under {', '.join(map(str, args.sessions))}")
     rows = []
-    for folder in folders:
+    for folder in session_folders(args.sessions):
         arms, ledger = read_session(folder)
-        if missing := set(args.report_only) - suite_workloads(arms[0][1]):
+        named = {str(entry["name"]) for entry in suite_entries(arms[0][1])}
+        if missing := set(args.report_only) - named:
             raise SystemExit(f"{folder}: no workload named {', '.join(sorted(missing))}")
         name = f"{folder.parent.name}/{folder.name}"
         rows += [
