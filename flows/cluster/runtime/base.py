@@ -186,6 +186,10 @@ class Runtime(Protocol):
         """Put the build on every node (or on `nodes`) and verify they hold the same one."""
         ...
 
+    def model_on_node(self, plan: LaunchPlan) -> str:
+        """Where the rank's model directory is on its node's own disk (what to test for)."""
+        ...
+
     def prepare_model(self, plan: LaunchPlan, timeout: float) -> None:
         """Run the profile's model preparation for the rank's node."""
         ...

@@ -138,7 +138,29 @@ def create_options(spec: RankContainer) -> dict[str, Any]:
         options["working_dir"] = spec.cwd
     if spec.user is not None:
         options["user"] = spec.user
-    return {**spec.options, **options}
+    return merged_options(spec.options, options)
+
+
+LIST_OPTIONS = (
+    "mounts", "devices", "device_requests", "device_cgroup_rules", "cap_add", "security_opt",
+    "ulimits", "volumes",
+)  # fmt: skip
+"""Options that add up: the run arguments' entries and the runtime's own are all kept."""
+
+
+def merged_options(run_args: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """The runtime's own options over the run arguments', list options concatenated.
+
+    A plain dict merge would let the runtime's `mounts` (cluster mounts, cache folders) replace
+    the `--mount` entries of the run arguments: the recipe's display device
+    (`/dev/dri/by-path/...-card -> /dev/dri/card0`, bin/spark `drm_card_problems`) would be
+    dropped and a worker with `SPARK3_DISPLAY_CARVEOUT_WEIGHTS=1` refuses to start without it.
+    """
+    merged = {**run_args, **own}
+    for key in LIST_OPTIONS:
+        if key in run_args and key in own:
+            merged[key] = [*run_args[key], *own[key]]
+    return merged
 
 
 def container_state(inspect: Mapping[str, Any]) -> ContainerState:
@@ -159,14 +181,10 @@ def container_state(inspect: Mapping[str, Any]) -> ContainerState:
 
 
 def run_rank(client: docker.DockerClient, spec: RankContainer) -> ContainerState:
-    """Create and start the rank's container; a stopped leftover of the same name is replaced."""
+    """Create and start the rank's container; a stopped leftover of sparkgate's is replaced."""
     leftover = inspect_rank(client, spec.name)
     if leftover is not None:
-        if leftover.running:
-            raise BootError(
-                f"node {spec.node} rank {spec.rank}: container {spec.name} is already running "
-                "(stop the cluster first)"
-            )
+        refuse_leftover(spec, leftover)
         remove_rank(client, spec.name)
     try:
         container = client.containers.create(**create_options(spec))
@@ -182,6 +200,25 @@ def run_rank(client: docker.DockerClient, spec: RankContainer) -> ContainerState
     if state is None:
         raise BootError(f"node {spec.node} rank {spec.rank}: container {spec.name} vanished")
     return state
+
+
+def refuse_leftover(spec: RankContainer, leftover: ContainerState) -> None:
+    """BootError unless the container of the rank's name is a stopped one sparkgate made.
+
+    Production and qualification share container names (the recipe names its container in its
+    cluster file, e.g. `dsv41-karmic-kraken`, and `cluster start --replace` keeps the previous
+    one stopped under another name to roll back to): a stopped container without sparkgate's
+    label is the operator's, and removing it would destroy their rollback.
+    """
+    where = f"node {spec.node} rank {spec.rank}: container {spec.name}"
+    if leftover.labels.get(LABEL) != "rank":
+        raise BootError(
+            f"{where} exists and was not created by sparkgate (no {LABEL} label): it is the "
+            "operator's (a production container?); stop it with the operator's own command, "
+            "or rename or remove it yourself, then start again"
+        )
+    if leftover.running:
+        raise BootError(f"{where} is already running (stop the cluster first)")
 
 
 def inspect_rank(client: docker.DockerClient, name: str) -> ContainerState | None:
@@ -211,10 +248,11 @@ def run_once(client: docker.DockerClient, spec: RankContainer, timeout: float) -
     """Run a one-shot container to its end (model preparation, tests); exit code and output
     (without timestamps).
 
-    The container is removed afterwards whatever happened, so a name is never left taken.
+    The container is removed afterwards whatever happened, so a name is never left taken; a
+    container of the name that is not sparkgate's is refused before anything is removed.
     """
+    run_rank(client, spec)
     try:
-        run_rank(client, spec)
         code = wait_rank(client, spec.name, timeout)
         output = client.api.logs(spec.name, stdout=True, stderr=True, timestamps=False)
         return code, bytes(output).decode(errors="replace")

@@ -117,6 +117,16 @@ def cluster_mounts(cluster: Cluster, release: Release, node: Node) -> tuple[Bind
     )
 
 
+def host_path(mounts: Sequence[BindMount], container_path: str) -> str:
+    """The node's path behind a container path (the deepest mount covering it), else itself."""
+    inside = PurePosixPath(container_path)
+    covering = [m for m in mounts if inside.is_relative_to(m.target)]
+    if not covering:
+        return container_path
+    mount = max(covering, key=lambda m: len(PurePosixPath(m.target).parts))
+    return str(PurePosixPath(mount.source) / inside.relative_to(mount.target))
+
+
 def owned_folders(plan: LaunchPlan) -> list[str]:
     """Folders the container's user must be able to write: caches and the model's parent."""
     model_parent = str(PurePosixPath(plan.model_dir).parent)
@@ -340,6 +350,13 @@ class DockerRanks:
         )
         if code != 0:
             raise ClusterError(f"node {node}: cannot hand {list(folders)} to {user}: {output}")
+
+    def model_on_node(self, plan: LaunchPlan) -> str:
+        """The host side of the mount that holds the model directory (the recipe bind-mounts
+        the HF cache snapshot of the pinned revision at /models); the plan's path when no
+        mount covers it."""
+        node = self._cluster.node(plan.node)
+        return host_path(cluster_mounts(self._cluster, self._need_release(), node), plan.model_dir)
 
     def prepare_model(self, plan: LaunchPlan, timeout: float) -> None:
         """Run the profile's model preparation in a one-shot container of the release image."""
