@@ -126,7 +126,19 @@ class Node(SpecModel):
         min_length=1,
         description="Working directory on the node; relative to the cluster file when local.",
     )
+    state_dir: str | None = Field(
+        default=None,
+        description="Folder for sparkgate's own files on the node (cluster lock, release-test "
+        "workspaces); default: `<workdir>.sparkgate`, beside the workdir, never inside it.",
+    )
     overrides: NodeOverrides = Field(default=NodeOverrides(), description="Per-node overrides.")
+
+    @property
+    def state_folder(self) -> str:
+        """Where sparkgate writes on the node: outside the workdir, which may be the operator's
+        git checkout (the recipe's `bin/spark build image` refuses any untracked file there,
+        and its `cluster start` refuses a dirty checkout)."""
+        return self.state_dir or f"{self.workdir.rstrip('/')}.sparkgate"
 
 
 class Ports(SpecModel):
@@ -186,10 +198,16 @@ class Cluster(SpecModel):
         raise KeyError(name)
 
     def local_paths(self) -> list[Loc]:
-        """With the local transport, node workdirs are paths on this machine."""
-        if isinstance(self.transport, LocalTransport):
-            return [("nodes", index, "workdir") for index in range(len(self.nodes))]
-        return []
+        """With the local transport, node workdirs (and state folders) are paths here."""
+        if not isinstance(self.transport, LocalTransport):
+            return []
+        workdirs: list[Loc] = [("nodes", index, "workdir") for index in range(len(self.nodes))]
+        states: list[Loc] = [
+            ("nodes", index, "state_dir")
+            for index, node in enumerate(self.nodes)
+            if node.state_dir is not None
+        ]
+        return workdirs + states
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Node-set rules, shape and template placeholders."""

@@ -327,7 +327,7 @@ class DockerRanks:
         plan = next(p for p in render_all(self._cluster, self._need_release()) if p.node == node)
         return ImageTestHost(
             self, self._node(node), python=self._cluster.runtime.python,
-            workdir=self._cluster.node(node).workdir, say=say,
+            workdir=self._cluster.node(node).state_folder, say=say,
             tree=self._cluster.engine.tests_root, env=plan.env,
         )  # fmt: skip
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from flows.cluster.boot.session import ensure_models
+from flows.cluster.ops.lock import lock_settings
+from flows.cluster.runtime.base import Installed
 from flows.cluster.runtime.containers import BindMount
 from flows.cluster.runtime.docker import DockerRanks, host_path
+from flows.cluster.runtime.pytest_host import workspace_in
 from flows.cluster.transport.base import CommandResult
 from flows.errors import BuildError
+from flows.lines import silent
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
 from flows.spec.load import load_model
@@ -59,3 +63,22 @@ def test_the_deepest_mount_covering_a_container_path_names_its_host_path() -> No
     assert host_path(mounts, "/cache/m/x") == "/h/m/x"
     assert host_path(mounts, "/cache/y") == "/h/cache/y"
     assert host_path(mounts, "/models") == "/models"
+
+
+def test_sparkgate_writes_its_lock_and_test_workspaces_outside_the_recipe_checkout() -> None:
+    cluster = load_model(RECIPE / "clusters" / "tp3-triangle.yaml", Cluster)
+    checkout = cluster.head.workdir  # where `bin/spark build image` refuses untracked files
+    lock = lock_settings(cluster).path
+    assert not PurePosixPath(lock).is_relative_to(checkout), f"lock {lock} is in {checkout}"
+    assert lock == f"{checkout}.sparkgate/sparkgate.lock"
+    release = load_model(RECIPE / "releases" / "r6x.yaml", Release)
+    disks = {node.name: Disk(node.name, set()) for node in cluster.nodes}
+    runtime = DockerRanks(cluster, disks, release=release)  # type: ignore[arg-type]
+    installed = Installed(
+        runtime="docker", release="r6x", digest="sha256:1", image="i", nodes=[], summary=[]
+    )
+    host = runtime.release_tests("dgx1", installed, silent)
+    workspace = workspace_in(host._workdir)  # where the release tests' files go
+    assert not PurePosixPath(workspace).is_relative_to(checkout), workspace
+    moved = cluster.head.model_copy(update={"state_dir": "/var/lib/sparkgate"})
+    assert moved.state_folder == "/var/lib/sparkgate"
