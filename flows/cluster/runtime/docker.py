@@ -26,7 +26,7 @@ from docker.errors import DockerException
 from docker.types import DeviceRequest, Mount, Ulimit
 from requests.exceptions import RequestException
 
-from flows.cluster.boot.caches import CacheTarget, empty_caches
+from flows.cluster.boot.caches import CacheTarget, check_path, emptying_script
 from flows.cluster.build.docker_release import build_for, distribute_for
 from flows.cluster.build.dockerfile import dockerfile_image
 from flows.cluster.build.made_image import made_image
@@ -306,8 +306,26 @@ class DockerRanks:
         )
 
     def empty_caches(self, targets: Sequence[CacheTarget]) -> None:
-        """Cache folders are bind-mounted at the node's own paths: emptied through the transport."""
-        empty_caches(self._transports, targets)
+        """Empty the cache folders as root, in a one-shot container of the release image.
+
+        The engine in the image writes its caches as the image's user, root for the recipe
+        (its Dockerfile ends `USER root`), so the SSH user's `rm -rf` on the node would fail on
+        them. Each folder's parent is mounted at its own path so the folder itself is removed
+        and re-created.
+        """
+        by_node: dict[str, list[str]] = {}
+        for target in targets:
+            check_path(target)
+            by_node.setdefault(target.node, []).append(target.path)
+        for node, paths in by_node.items():
+            parents = list(dict.fromkeys(str(PurePosixPath(p).parent) for p in paths))
+            self._node(node).run(["mkdir", "-p", "--", *parents], check=True)
+            code, output = self.one_shot(
+                node, "empty-caches", emptying_script(paths), parents, CHOWN_TIMEOUT_S,
+                user=ROOT_USER,
+            )  # fmt: skip
+            if code != 0:
+                raise ClusterError(f"node {node}: cannot empty caches {paths}: {output[-400:]}")
 
     def node_facts(self, node: Node, values: Mapping[str, str]) -> dict[str, object]:
         """The version of the node's docker daemon (an error when it does not answer)."""
