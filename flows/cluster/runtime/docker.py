@@ -279,7 +279,7 @@ class DockerRanks:
         if release.build.kind == "dockerfile":
             return dockerfile_image(self._cluster, release, say)
         if release.build.makes_image:
-            return made_image(self._cluster, release, self._transports, say)
+            return made_image(self._cluster, release, self._transports, say, self._state)
         return build_for(self._cluster, release, self._state, say)
 
     def install(
