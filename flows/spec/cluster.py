@@ -84,6 +84,23 @@ class ImageBuilds(SpecModel):
     )
 
 
+class MemoryGuard(SpecModel):
+    """Stop a rank whose node runs short of memory, as the recipe's memguard does.
+
+    The recipe arms a startup guard on every node before its container starts and switches to
+    the steady guard once the API is ready; the guard kills the container when MemAvailable
+    falls below its threshold, and refuses to start one below the startup threshold
+    (christopherowen/spark-ds41f scripts/memguard.sh, bin/spark `command_cluster_start`). Its
+    values: startup 5 GiB (the release thread's r6x post: "dgx1's 5 GiB startup memory
+    guard"), steady 3 GiB, checked every 0.25 s and 2 s (config/cluster.json `host`).
+    """
+
+    startup_gib: float = Field(gt=0, description="Startup threshold: refuse or kill below it.")
+    steady_gib: float = Field(gt=0, description="Threshold once the head's API is ready.")
+    startup_interval_s: float = Field(default=0.25, gt=0, description="Check period at startup.")
+    interval_s: float = Field(default=2.0, gt=0, description="Check period once ready.")
+
+
 class DockerRuntime(SpecModel):
     """Ranks run as containers of the release image, one per node."""
 
@@ -100,6 +117,23 @@ class DockerRuntime(SpecModel):
     mounts: list[Mount] = Field(default=[], description="Bind mounts into the container.")
     builds: ImageBuilds = Field(
         default=ImageBuilds(), description="Network and pulls of dockerfile builds."
+    )
+    create_as: Literal["sparkgate", "docker-run"] = Field(
+        default="sparkgate",
+        description="`docker-run`: create each rank container as the operator's launcher's "
+        "`docker run -d --name NAME RUN_ARGS --env ... --volume SRC:DST:MODE IMAGE ARGS` does "
+        "(the image's own entrypoint, argv after `image_entrypoint` as its command, the mounts "
+        "as binds, no folder of sparkgate's mounted, no working directory), so the recipe's "
+        "`doctor --live` finds nothing to differ. `sparkgate`: argv[0] as the entrypoint, the "
+        "workdir and cache folders mounted at their own paths.",
+    )
+    image_entrypoint: list[str] = Field(
+        default=[],
+        description="With `docker-run`: the image's ENTRYPOINT words that argv starts with "
+        "(the recipe's vLLM image: [vllm, serve]); checked against the image at start.",
+    )
+    memory_guard: MemoryGuard | None = Field(
+        default=None, description="Startup and steady memory guards of every rank."
     )
 
 

@@ -55,6 +55,9 @@ class RankContainer(BaseModel):
     stop_signal: str = "SIGTERM"
     release: str = ""
     options: Mapping[str, Any] = {}
+    image_entrypoint: tuple[str, ...] | None = None
+    """Set: run the image's own entrypoint (these words, which argv starts with) and mount as
+    binds, as `docker run IMAGE ARGS --volume S:T:M` does; None: argv[0] is the entrypoint."""
 
 
 class ContainerState(BaseModel):
@@ -83,11 +86,18 @@ def plan_container(
     release: str = "",
     extra_mounts: tuple[BindMount, ...] = (),
     options: Mapping[str, Any] | None = None,
+    image_entrypoint: tuple[str, ...] | None = None,
 ) -> RankContainer:
     """The container for a rendered launch plan: workdir and cache folders mounted at the same
-    paths as on the node, so argv and env written for the node work unchanged inside."""
+    paths as on the node, so argv and env written for the node work unchanged inside.
+
+    With `image_entrypoint` (the operator's `docker run` parity) only `extra_mounts` are
+    mounted and no working directory is set: the recipe's `doctor --live` reports any other
+    bind as an "extra mount" (bin/spark `mount_problems`).
+    """
     folders = dict.fromkeys([plan.workdir, *plan.cache_dirs.values()])
-    mounts = tuple(BindMount(source=path, target=path) for path in folders)
+    own = tuple(BindMount(source=path, target=path) for path in folders)
+    mounts = own if image_entrypoint is None else ()
     return RankContainer(
         cluster=cluster,
         node=plan.node,
@@ -96,11 +106,12 @@ def plan_container(
         name=name,
         argv=tuple(plan.argv),
         env=plan.env,
-        cwd=plan.cwd,
+        cwd=plan.cwd if image_entrypoint is None else None,
         mounts=mounts + extra_mounts,
         stop_signal=plan.stop_signal,
         release=release,
         options=dict(options or {}),
+        image_entrypoint=image_entrypoint,
     )
 
 
@@ -122,15 +133,11 @@ def create_options(spec: RankContainer) -> dict[str, Any]:
     options: dict[str, Any] = {
         "image": spec.image,
         "name": spec.name,
-        "entrypoint": [spec.argv[0]],
-        "command": list(spec.argv[1:]),
+        **command_options(spec),
         "environment": dict(spec.env),
         "labels": container_labels(spec),
         "network_mode": "host",
-        "mounts": [
-            Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
-            for m in spec.mounts
-        ],
+        **mount_options(spec),
         "stop_signal": spec.stop_signal,
         "detach": True,
     }
@@ -139,6 +146,39 @@ def create_options(spec: RankContainer) -> dict[str, Any]:
     if spec.user is not None:
         options["user"] = spec.user
     return merged_options(spec.options, options)
+
+
+def command_options(spec: RankContainer) -> dict[str, Any]:
+    """Entrypoint and command: argv split at its first word, or the image's entrypoint kept
+    and the rest of argv its command (Config.Cmd, which the recipe's doctor compares with
+    its serve arguments: bin/spark `expected_command`)."""
+    if spec.image_entrypoint is None:
+        return {"entrypoint": [spec.argv[0]], "command": list(spec.argv[1:])}
+    words = len(spec.image_entrypoint)
+    if tuple(spec.argv[:words]) != spec.image_entrypoint:
+        raise ClusterError(
+            f"node {spec.node} rank {spec.rank}: argv starts {list(spec.argv[:words])}, not the "
+            f"image's entrypoint {list(spec.image_entrypoint)} (runtime.image_entrypoint)"
+        )
+    return {"command": list(spec.argv[words:])}
+
+
+def mount_options(spec: RankContainer) -> dict[str, Any]:
+    """Mounts as the SDK's Mount objects (HostConfig.Mounts), or, with the image's entrypoint,
+    as `--volume SRC:DST:MODE` binds (HostConfig.Binds, which the recipe's doctor compares)."""
+    if spec.image_entrypoint is None:
+        return {
+            "mounts": [
+                Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+                for m in spec.mounts
+            ]
+        }
+    return {"volumes": [bind_text(m) for m in spec.mounts]}
+
+
+def bind_text(mount: BindMount) -> str:
+    """`SRC:DST:MODE`, as `docker run --volume` takes it and inspect's Binds keeps it."""
+    return f"{mount.source}:{mount.target}:{'ro' if mount.read_only else 'rw'}"
 
 
 LIST_OPTIONS = (

@@ -47,7 +47,7 @@ from flows.cluster.runtime.docker_tests import ImageTestHost
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.factory import docker_ssh
-from flows.errors import BuildError, ClusterError, TransportError
+from flows.errors import BootError, BuildError, ClusterError, TransportError
 from flows.lines import LineSink
 from flows.secrets import resolve_env
 from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
@@ -90,9 +90,11 @@ def node_daemons(cluster: Cluster) -> dict[str, DockerEndpoint]:
 def rank_container(
     cluster: Cluster, release: Release, node: Node, plan: LaunchPlan, image: str
 ) -> RankContainer:
-    """The container of one rank: plan folders plus the cluster's mounts and run_args."""
+    """The container of one rank: plan folders plus the cluster's mounts and run_args (or, with
+    `create_as: docker-run`, exactly what the operator's `docker run` would create)."""
     runtime = docker_spec(cluster)
     values = placeholder_values(cluster, release, node)
+    parity = runtime.create_as == "docker-run"
     return plan_container(
         plan,
         cluster=cluster.name,
@@ -101,6 +103,7 @@ def rank_container(
         release=release.name,
         extra_mounts=cluster_mounts(cluster, release, node),
         options=run_arg_options(runtime.run_args),
+        image_entrypoint=tuple(runtime.image_entrypoint) if parity else None,
     )
 
 
@@ -220,6 +223,17 @@ def _flag_values(run_args: Sequence[str]) -> list[tuple[str, str]]:
             value = items.pop(0)
         pairs.append((flag, value))
     return pairs
+
+
+def check_entrypoint(spec: RankContainer, image_config: Mapping[str, Any]) -> None:
+    """BootError when the image's ENTRYPOINT is not the one the cluster declares: the command
+    would then run under another program than the operator's `docker run` starts."""
+    found = tuple(image_config.get("Entrypoint") or ())
+    if found != spec.image_entrypoint:
+        raise BootError(
+            f"node {spec.node}: image {spec.image} has entrypoint {list(found)}, but the cluster "
+            f"declares runtime.image_entrypoint {list(spec.image_entrypoint or ())}"
+        )
 
 
 def rank_status(document: Mapping[str, Any] | None) -> RankStatus:
@@ -431,8 +445,11 @@ class DockerRanks:
         resolved = plan.model_copy(update={"env": resolve_env(plan.env)})  # the handle keeps refs
         node = self._cluster.node(plan.node)
         spec = rank_container(self._cluster, self._release, node, resolved, self._need_image())
+        client = self.client(plan.node)
+        if spec.image_entrypoint is not None:
+            check_entrypoint(spec, client.api.inspect_image(spec.image)["Config"])
         started = datetime.now(UTC)
-        state = run_rank(self.client(plan.node), spec)
+        state = run_rank(client, spec)
         return RankHandle.started(
             "docker", plan, started, container=state.name, container_id=state.id,
             daemon=self._daemons[plan.node].base_url, image=spec.image,
