@@ -15,7 +15,9 @@ A handle names the daemon and the container ID, so another process finds the ver
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import urllib.request
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -23,7 +25,6 @@ from typing import Any, Literal
 
 import docker
 from docker.errors import DockerException
-from docker.types import DeviceRequest, Mount, Ulimit
 from requests.exceptions import RequestException
 
 from flows.cluster.boot.caches import CacheTarget, check_path, emptying_script
@@ -44,6 +45,8 @@ from flows.cluster.runtime.containers import (
     stop_rank,
 )
 from flows.cluster.runtime.docker_tests import ImageTestHost
+from flows.cluster.runtime.memory_guard import RankGuard, mem_available_kib, shortfall
+from flows.cluster.runtime.run_args import run_arg_options
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.factory import docker_ssh
@@ -136,95 +139,6 @@ def owned_folders(plan: LaunchPlan) -> list[str]:
     return list(dict.fromkeys([*plan.cache_dirs.values(), model_parent]))
 
 
-def run_arg_options(run_args: Sequence[str]) -> dict[str, Any]:
-    """The SDK's create options for `docker run` style arguments; ClusterError for others.
-
-    Ranks always use host networking, so `--network` may only say `host`.
-    """
-    options: dict[str, Any] = {}
-    for flag, value in _flag_values(run_args):
-        if flag in ("--network", "--net"):
-            if value != "host":
-                raise ClusterError(f"run_args {flag}={value}: ranks use host networking only")
-        elif flag == "--privileged":
-            options["privileged"] = value in ("", "true")
-        elif flag in _SCALARS:
-            options[_SCALARS[flag]] = value
-        elif flag in _LISTS:
-            options.setdefault(_LISTS[flag], []).append(value)
-        elif flag == "--gpus":
-            count = -1 if value == "all" else int(value)
-            options.setdefault("device_requests", []).append(
-                DeviceRequest(count=count, capabilities=[["gpu"]])
-            )
-        elif flag == "--mount":
-            options.setdefault("mounts", []).append(mount_option(value))
-        else:  # --ulimit (_flag_values refused every other flag)
-            name, _, limits = value.partition("=")
-            soft, _, hard = limits.partition(":")
-            options.setdefault("ulimits", []).append(
-                Ulimit(name=name, soft=int(soft), hard=int(hard or soft))
-            )
-    return options
-
-
-def mount_option(value: str) -> Mount:
-    """`--mount type=bind,source=S,target=T[,readonly]` as the SDK's Mount; ClusterError if not."""
-    fields: dict[str, str] = {}
-    for part in value.split(","):
-        key, _, item = part.partition("=")
-        fields[key.strip()] = item.strip()
-    kind = fields.get("type", "volume")
-    source = fields.get("source") or fields.get("src")
-    target = fields.get("target") or fields.get("destination") or fields.get("dst")
-    unknown = set(fields) - _MOUNT_KEYS
-    if kind not in ("bind", "volume", "tmpfs") or not target or unknown:
-        raise ClusterError(
-            f"run_args --mount={value}: want type=bind|volume|tmpfs,source=...,target=..."
-            + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else "")
-        )
-    read_only = "readonly" in fields or "ro" in fields or fields.get("readonly") == "true"
-    return Mount(target=target, source=source, type=kind, read_only=read_only)
-
-
-_MOUNT_KEYS = {"type", "source", "src", "target", "destination", "dst", "readonly", "ro"}
-_SCALARS = {
-    "--cpuset-cpus": "cpuset_cpus",
-    "--ipc": "ipc_mode",
-    "--pid": "pid_mode",
-    "--shm-size": "shm_size",
-    "--memory": "mem_limit",
-    "--memory-swap": "memswap_limit",
-}
-_LISTS = {
-    "--device": "devices",
-    "--device-cgroup-rule": "device_cgroup_rules",
-    "--cap-add": "cap_add",
-    "--security-opt": "security_opt",
-}
-_VALUELESS = ("--privileged",)
-_KNOWN = {*_SCALARS, *_LISTS, *_VALUELESS, "--gpus", "--ulimit", "--mount", "--network", "--net"}
-
-
-def _flag_values(run_args: Sequence[str]) -> list[tuple[str, str]]:
-    """`--flag=value` and `--flag value` pairs (a valueless flag gets "")."""
-    pairs, items = [], list(run_args)
-    while items:
-        item = items.pop(0)
-        flag, equals, value = item.partition("=")
-        if flag not in _KNOWN:
-            raise ClusterError(
-                f"run_args {flag}: not supported by the docker runtime "
-                f"(supported: {', '.join(sorted(_KNOWN))})"
-            )
-        if not equals and flag not in _VALUELESS:
-            if not items:
-                raise ClusterError(f"run_args {flag}: missing value")
-            value = items.pop(0)
-        pairs.append((flag, value))
-    return pairs
-
-
 def check_entrypoint(spec: RankContainer, image_config: Mapping[str, Any]) -> None:
     """BootError when the image's ENTRYPOINT is not the one the cluster declares: the command
     would then run under another program than the operator's `docker run` starts."""
@@ -281,6 +195,8 @@ class DockerRanks:
         self._clients: dict[str, docker.DockerClient] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, RankStatus] = {}
+        self._guards: dict[str, RankGuard] = {}
+        self._ready_url: str | None = None
 
     # -- the build and what is done with it ------------------------------------------------------
 
@@ -448,19 +364,65 @@ class DockerRanks:
         client = self.client(plan.node)
         if spec.image_entrypoint is not None:
             check_entrypoint(spec, client.api.inspect_image(spec.image)["Config"])
+        self._refuse_short_memory(plan)
         started = datetime.now(UTC)
         state = run_rank(client, spec)
+        self._guard(plan, client, state.id)
         return RankHandle.started(
             "docker", plan, started, container=state.name, container_id=state.id,
             daemon=self._daemons[plan.node].base_url, image=spec.image,
         )  # fmt: skip
 
+    def _refuse_short_memory(self, plan: LaunchPlan) -> None:
+        """BootError when the node is already below the startup memory guard."""
+        settings = docker_spec(self._cluster).memory_guard
+        if settings is None:
+            return
+        meminfo = self._node(plan.node).run(["cat", "/proc/meminfo"], timeout=30, check=True)
+        reason = shortfall(mem_available_kib(meminfo.stdout), settings.startup_gib, "startup")
+        if reason is not None:
+            raise BootError(f"node {plan.node}: refusing to start rank {plan.rank}: {reason}")
+
+    def _guard(self, plan: LaunchPlan, client: docker.DockerClient, container: str) -> None:
+        """Watch the started rank's node memory until it is stopped (startup, then steady)."""
+        settings = docker_spec(self._cluster).memory_guard
+        if settings is None:
+            return
+        if plan.head and plan.ready_url:
+            self._ready_url = plan.ready_url
+        transport = self._node(plan.node)
+
+        def read() -> str:
+            return transport.run(["cat", "/proc/meminfo"], timeout=10, check=True).stdout
+
+        def kill() -> None:
+            with contextlib.suppress(DockerException, RequestException):
+                client.api.kill(container, signal="KILL")
+
+        guard = RankGuard(settings, read=read, kill=kill, ready=self._api_ready)
+        self._guards[container] = guard.start()
+
+    def _api_ready(self) -> bool:
+        """Whether the head's API answers (the guards switch to their steady threshold)."""
+        if self._ready_url is None:
+            return False
+        try:
+            with urllib.request.urlopen(self._ready_url, timeout=2) as answer:  # noqa: S310
+                return bool(answer.status == 200)
+        except (OSError, ValueError):
+            return False
+
     def status(self, handle: RankHandle) -> RankStatus:
-        """From `docker inspect`; a container this runtime stopped and removed keeps its end."""
+        """From `docker inspect`; a container this runtime stopped and removed keeps its end,
+        and one its memory guard killed says so."""
         document = inspect_document(self._client_of(handle), _target(handle))
         if document is None and _target(handle) in self._ended:
             return self._ended[_target(handle)]
-        return rank_status(document)
+        status = rank_status(document)
+        guard = self._guards.get(handle.container_id or "")
+        if not status.running and guard is not None and guard.tripped:
+            return status.model_copy(update={"detail": guard.tripped})
+        return status
 
     def read_log(self, handle: RankHandle, offset: int = 0) -> str:
         """`docker logs --timestamps` from byte `offset` on ("" once the container is gone)."""
@@ -473,6 +435,9 @@ class DockerRanks:
     def stop(self, handle: RankHandle) -> RankStatus:
         """The profile's stop signal (set on the container), its grace, a kill, then remove."""
         client = self._client_of(handle)
+        guard = self._guards.pop(handle.container_id or "", None)
+        if guard is not None:
+            guard.stop()
         stop_rank(client, _target(handle), handle.plan.stop_grace_s)
         ended = self.status(handle)
         remove_rank(client, _target(handle))
@@ -493,7 +458,10 @@ class DockerRanks:
         return self._connect(self._endpoint(node))
 
     def close(self) -> None:
-        """Close every daemon client."""
+        """Stop the memory guards and close every daemon client."""
+        for guard in self._guards.values():
+            guard.stop()
+        self._guards.clear()
         with self._lock:
             for client in self._clients.values():
                 client.close()

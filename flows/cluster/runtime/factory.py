@@ -49,10 +49,8 @@ def check_fits(cluster: Cluster, release: Release) -> None:
     dockerfile build must name a build node the cluster has, and named contexts need buildx.
     """
     if cluster.runtime.kind == "docker":
-        from flows.cluster.runtime.docker import (  # noqa: PLC0415 - docker SDK
-            cluster_mounts,
-            run_arg_options,
-        )
+        from flows.cluster.runtime.docker import cluster_mounts  # noqa: PLC0415 - docker SDK
+        from flows.cluster.runtime.run_args import run_arg_options  # noqa: PLC0415
 
         try:
             run_arg_options(cluster.runtime.run_args)
