@@ -203,6 +203,36 @@ def merged_options(run_args: Mapping[str, Any], own: Mapping[str, Any]) -> dict[
     return merged
 
 
+def container_view(options: Mapping[str, Any]) -> dict[str, Any]:
+    """What a container gets, from its final create options, for people to review: every mount
+    (run-argument `--mount`s, the cluster's mounts and the runtime's folders, whether docker
+    keeps them as Mounts or Binds), every device, the environment and the command."""
+    mounts = [
+        f"{m.get('Source')} -> {m['Target']} ({'ro' if m.get('ReadOnly') else 'rw'}, {m['Type']})"
+        for m in options.get("mounts", [])
+    ]
+    for bind in options.get("volumes", []):
+        source, target, mode = str(bind).split(":")
+        mounts.append(f"{source} -> {target} ({mode}, bind)")
+    gpus = [
+        "gpus: all" if request.get("Count") == -1 else f"gpus: {request.get('Count')}"
+        for request in options.get("device_requests", [])
+    ]
+    shown = {"image", "name", "entrypoint", "command", "mounts", "volumes", "environment"}
+    shown |= {"devices", "device_requests", "device_cgroup_rules", "labels", "detach"}
+    return {
+        "image": options.get("image"),
+        "name": options.get("name"),
+        "entrypoint": options.get("entrypoint", "the image's own"),
+        "command": list(options.get("command", [])),
+        "mounts": mounts,
+        "devices": [*options.get("devices", []), *gpus],
+        "device_cgroup_rules": list(options.get("device_cgroup_rules", [])),
+        "environment": dict(sorted(dict(options.get("environment", {})).items())),
+        "options": {key: value for key, value in options.items() if key not in shown},
+    }
+
+
 def container_state(inspect: Mapping[str, Any]) -> ContainerState:
     """A ContainerState from an inspect document (pure)."""
     state = inspect.get("State") or {}

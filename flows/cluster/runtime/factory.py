@@ -87,6 +87,18 @@ def rank_spec(cluster: Cluster, release: Release, plan: LaunchPlan, image: str) 
     return {"container": _plain(options)}
 
 
+def rank_view(cluster: Cluster, release: Release, plan: LaunchPlan, image: str) -> dict[str, Any]:
+    """What the rank gets after every overlay (cluster, engine profile, release, node
+    overrides), as the runtime would pass it: for a container its mounts, devices, environment
+    and command as docker receives them; for a process its argv, environment and folder."""
+    spec = rank_spec(cluster, release, plan, image)
+    if "container" not in spec:
+        return dict(spec["process"])
+    from flows.cluster.runtime.containers import container_view  # noqa: PLC0415
+
+    return container_view(spec["container"])
+
+
 def _plain(value: Any) -> Any:
     """SDK option objects (Mount, Ulimit, DeviceRequest are dicts) as plain JSON data."""
     if isinstance(value, dict):
