@@ -137,7 +137,40 @@ class DockerRuntime(SpecModel):
     )
 
 
-Runtime = Annotated[ProcessRuntime | DockerRuntime, Field(discriminator="kind")]
+class LauncherCommands(SpecModel):
+    """The operator's own cluster commands, run on the head in `cwd` (the recipe's checkout).
+
+    For the recipe (christopherowen/spark-ds41f bin/spark): `cluster start --apply --replace`
+    arms the startup memory guards, runs each node's `docker run`, waits for the API and arms
+    the steady guards; `cluster stop --apply` stops the guards and the containers; `status`
+    lists each node's container. Its launcher refuses a dirty checkout.
+    """
+
+    cwd: str = Field(min_length=1, description="Folder on the head (node placeholders allowed).")
+    start: list[str] = Field(min_length=1, description="Starts every node's rank container.")
+    stop: list[str] = Field(min_length=1, description="Stops every node's rank container.")
+    status: list[str] = Field(default=[], description="Reports the cluster (shown, not parsed).")
+    start_timeout_s: float = Field(
+        default=3600,
+        gt=0,
+        description="How long the start command may take (it waits for the "
+        "API: the recipe's deployment.ready_timeout_seconds is 3600).",
+    )
+
+
+class OperatorRuntime(DockerRuntime):
+    """Ranks started and stopped by the operator's own launcher, so what is qualified is
+    exactly what production runs; images, caches, models and release tests are handled as in
+    the docker runtime, and each node's container (`container_name`) is watched through its
+    daemon (status, `docker logs`)."""
+
+    kind: Literal["operator"] = Field(  # type: ignore[assignment]  # a docker runtime's variant
+        description="Start and stop ranks with the operator's commands."
+    )
+    commands: LauncherCommands = Field(description="The operator's start, stop, status commands.")
+
+
+Runtime = Annotated[ProcessRuntime | DockerRuntime | OperatorRuntime, Field(discriminator="kind")]
 
 
 class NodeOverrides(SpecModel):
@@ -303,6 +336,8 @@ class Cluster(SpecModel):
                 (("runtime", "mounts", i, "source"), mount.source, NODE_KEYS)
                 for i, mount in enumerate(runtime.mounts)
             )
+        if isinstance(self.runtime, OperatorRuntime):
+            templates.append((("runtime", "commands", "cwd"), self.runtime.commands.cwd, NODE_KEYS))
         for index, node in enumerate(self.nodes):
             loc: Loc = ("nodes", index, "overrides")
             env = node.overrides.env.items()

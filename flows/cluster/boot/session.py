@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,7 +28,7 @@ from flows.cluster.boot.caches import CacheTarget
 from flows.cluster.boot.evidence import capture, evidence_folder
 from flows.cluster.boot.timeline import BootTimeline
 from flows.cluster.boot.watch import EventSink, boot, stop_all
-from flows.cluster.runtime.base import RankHandle, RankStatus, Runtime
+from flows.cluster.runtime.base import RankHandle, RankStatus, Runtime, RuntimeKind
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
@@ -54,7 +54,7 @@ class ClusterSession(BaseModel):
 
     cluster: str
     release: str
-    runtime: Literal["process", "docker"]
+    runtime: RuntimeKind
     build: str = Field(description="Digest of the build (docker: image ID) every node runs.")
     image: str | None = Field(default=None, description="Release image tag (docker runtime).")
     started_at: datetime
@@ -94,7 +94,7 @@ class StartingSession(BaseModel):
 
     cluster: str
     release: str
-    runtime: Literal["process", "docker"]
+    runtime: RuntimeKind
     started_at: datetime
     handles: list[RankHandle]
 

@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any
 
 import docker
 from docker.errors import DockerException
@@ -32,7 +32,14 @@ from flows.cluster.build.docker_release import build_for, distribute_for
 from flows.cluster.build.dockerfile import dockerfile_image
 from flows.cluster.build.made_image import made_image
 from flows.cluster.build.release_image import ImageBuild
-from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
+from flows.cluster.runtime.base import (
+    Build,
+    Installed,
+    NodeInstall,
+    RankHandle,
+    RankStatus,
+    RuntimeKind,
+)
 from flows.cluster.runtime.containers import (
     BindMount,
     RankContainer,
@@ -175,7 +182,7 @@ class DockerRanks:
     work from a handle alone, so `cluster stop` needs neither.
     """
 
-    kind: Literal["docker"] = "docker"
+    kind: RuntimeKind = "docker"
 
     def __init__(
         self,
@@ -227,7 +234,7 @@ class DockerRanks:
         self._image = build.built.tag
         verb = build.verb
         return Installed(
-            runtime="docker",
+            runtime=self.kind,
             release=release.name,
             digest=build.built.image_id,
             image=build.built.tag,
