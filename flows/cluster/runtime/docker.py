@@ -1,7 +1,7 @@
 """The docker runtime: ranks as containers of the release image, one per node's daemon.
 
 A build is the release image, made once on the head's daemon and loaded on every other node
-(`flows.cluster.build.docker_release`); the model is prepared and the release tests run in
+(`flows.cluster.build.release_image`); the model is prepared and the release tests run in
 one-shot containers of that image.
 
 This adapts the container functions of `flows.cluster.runtime.containers` to the `Runtime` protocol
@@ -28,10 +28,10 @@ from docker.errors import DockerException
 from requests.exceptions import RequestException
 
 from flows.cluster.boot.caches import CacheTarget, check_path, emptying_script
-from flows.cluster.build.docker_release import build_for, distribute_for
+from flows.cluster.build.adopted_image import image_for
 from flows.cluster.build.dockerfile import dockerfile_image
-from flows.cluster.build.made_image import made_image
-from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.progress import LineProgress
+from flows.cluster.build.release_image import ImageBuild, build_for, distribute_for
 from flows.cluster.runtime.base import (
     Build,
     Installed,
@@ -216,8 +216,8 @@ class DockerRanks:
         if release.build.kind == "dockerfile":
             return dockerfile_image(self._cluster, release, say)
         if release.build.makes_image:
-            return made_image(self._cluster, release, self._transports, say, self._state)
-        return build_for(self._cluster, release, self._state, say)
+            return image_for(self._cluster, release, self._transports, say, self._state)
+        return build_for(self._cluster, release, self._state, LineProgress(say))
 
     def install(
         self, build: Build, say: LineSink, *, nodes: Sequence[str] | None = None
@@ -230,7 +230,7 @@ class DockerRanks:
         if not isinstance(build, ImageBuild):
             raise ClusterError(f"the docker runtime installs images, not {type(build).__name__}")
         release = self._need_release()
-        copies = distribute_for(self._cluster, release, build, say)
+        copies = distribute_for(self._cluster, release, build, LineProgress(say), say)
         self._image = build.built.tag
         verb = build.verb
         return Installed(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.build import made_image as made
-from flows.cluster.build.image import BuiltImage
+from flows.cluster.build import adopted_image as made
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.transport.base import CommandResult
 from flows.errors import BuildError
 from flows.lines import silent
@@ -61,14 +61,14 @@ def test_the_ring_reuses_the_image_the_triangle_built_on_the_same_head(
     assert triangle.name != ring.name
     assert triangle.head.address == ring.head.address
 
-    first = made.made_image(triangle, release, {"dgx1": head}, silent, tmp_path)  # type: ignore[dict-item]
-    second = made.made_image(ring, release, {"dgx1": head}, silent, tmp_path)  # type: ignore[dict-item]
+    first = made.image_for(triangle, release, {"dgx1": head}, silent, tmp_path)  # type: ignore[dict-item]
+    second = made.image_for(ring, release, {"dgx1": head}, silent, tmp_path)  # type: ignore[dict-item]
     assert head.builds == 1, "the ring ran the build again (the recipe refuses: tag exists)"
     assert second.built.image_id == first.built.image_id
     assert second.built.tag == TAG
 
     head.tags.clear()  # the image was removed from the head: build again
-    made.made_image(ring, release, {"dgx1": head}, silent, tmp_path)  # type: ignore[dict-item]
+    made.image_for(ring, release, {"dgx1": head}, silent, tmp_path)  # type: ignore[dict-item]
     assert head.builds == 2
 
 

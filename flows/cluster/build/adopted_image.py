@@ -23,8 +23,8 @@ from typing import Any
 
 from flows.cluster.build.distribute import inspect_facts
 from flows.cluster.build.dockerfile import build_endpoint
-from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.build.wheel import ProcessBuild
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
@@ -129,7 +129,7 @@ def run_release(release: Release, build: ReleaseBuild) -> Release:
 # -- I/O -----------------------------------------------------------------------------------------
 
 
-def made_image(
+def image_for(
     cluster: Cluster,
     release: Release,
     transports: Mapping[str, Transport],
