@@ -23,6 +23,7 @@ import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from flows.cluster.runtime.base import RankHandle, RankStatus, RuntimeKind
 from flows.cluster.runtime.containers import inspect_document
@@ -88,25 +89,38 @@ class OperatorRanks(DockerRanks):
         self._started: threading.Thread | None = None
         self._start_result: CommandResult | None = None
         self._stopped: RankStatus | None = None
+        self._before: dict[str, str | None] = {}
         self._once = threading.Lock()
 
     def start(self, plan: LaunchPlan) -> RankHandle:
-        """Record the rank; the head's start runs the operator's start command (every node)."""
+        """Record the rank (and which container had its name before); the head's start runs
+        the operator's start command, which starts every node."""
+        name = fill(docker_spec(self._cluster).container_name, self._values(plan.node))
+        before = inspect_document(self.client(plan.node), name)
+        self._before[plan.node] = None if before is None else str(before["Id"])
         if plan.head:
             self._run_start()
-        name = fill(docker_spec(self._cluster).container_name, self._values(plan.node))
         return RankHandle.started(
             "operator", plan, datetime.now(UTC), container=name,
             daemon=self._daemons[plan.node].base_url, image=self._image,
         )  # fmt: skip
 
     def status(self, handle: RankHandle) -> RankStatus:
-        """The container's state once it exists; before that, the start command's."""
+        """The new container's state once it exists; before that, the start command's (the
+        container that had the name before, production's say, is not the rank)."""
         document = inspect_document(self._client_of(handle), str(handle.container))
-        if document is not None:
+        previous = self._before.get(handle.node)
+        if document is not None and (previous is None or str(document["Id"]) != previous):
             return rank_status(document)
         pending = outcome(self._start_result, self._launching())
-        return pending if pending is not None else rank_status(None)
+        return pending if pending is not None else rank_status(document)
+
+    def inspect(self, handle: RankHandle) -> dict[str, Any]:
+        """The docker runtime's evidence plus what the operator's status command says."""
+        found = super().inspect(handle)
+        if self._commands.status and handle.head:
+            found["operator_status"] = self._run("status", self._commands.status, 60).detail
+        return found
 
     def stop(self, handle: RankHandle) -> RankStatus:
         """Run the operator's stop command once (it stops every node); the container stays."""
@@ -142,7 +156,8 @@ class OperatorRanks(DockerRanks):
             result = self._node(self._cluster.head.name).run(argv, cwd=self._cwd(), timeout=timeout)
         except SparkgateError as error:
             return RankStatus(running=False, detail=f"the operator's {what} command: {error}")
-        shown = f"the operator's {what} command exited {result.rc}"
+        tail = (result.stdout + result.stderr).strip()[-OUTPUT_TAIL:]
+        shown = f"the operator's {what} command exited {result.rc}: {tail}"
         return RankStatus(running=False, exit_code=result.rc, detail=shown)
 
     def _launching(self) -> bool:

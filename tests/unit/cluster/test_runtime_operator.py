@@ -29,12 +29,14 @@ ROOT = Path(__file__).resolve().parents[3]
 class Daemon:
     """A node daemon whose container exists once the launcher wrote `started`."""
 
-    def __init__(self, checkout: Path) -> None:
+    def __init__(self, checkout: Path, production: bool = False) -> None:
         self.api = self
-        self.checkout = checkout
+        self.checkout, self.production = checkout, production
 
     def inspect_container(self, name: str) -> dict[str, Any]:
         if not (self.checkout / "started").exists():
+            if self.production:  # the operator's serving container, before --replace
+                return {"Id": "prod", "Name": f"/{name}", "State": {"Running": True}}
             raise NotFound("no such container")
         running = not (self.checkout / "stopped").exists()
         state = {"Running": running, "ExitCode": 0 if running else 137}
@@ -119,3 +121,23 @@ def test_the_plan_shows_the_launchers_commands(tmp_path: Path, release: Release)
     assert shown["start"] == ["sh", "-c", "true"]
     assert shown["cwd"] == str(tmp_path / "checkout")
     assert shown["on"] == cluster.head.name
+
+
+def test_the_container_that_had_the_name_before_is_not_taken_for_the_rank(
+    tmp_path: Path, release: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = operator_cluster(tmp_path, "sleep 1; touch started")
+    daemon = Daemon(tmp_path / "checkout", production=True)
+    monkeypatch.setattr(docker_ranks, "connect", lambda endpoint: daemon)
+    runtime = runtime_for(cluster, {n.name: LocalTransport(n.name) for n in cluster.nodes})
+    assert isinstance(runtime, OperatorRanks)
+    runtime._release = release
+    plans = render_all(cluster, release)
+    worker = runtime.start(next(p for p in plans if not p.head))
+    runtime.start(next(p for p in plans if p.head))
+    waiting = runtime.status(worker)  # production still runs under the name: not our rank
+    assert waiting.detail == "the operator's start command is running"
+    assert runtime._started is not None
+    runtime._started.join(timeout=30)
+    assert runtime.status(worker).running
+    assert runtime.status(worker).detail == ""
