@@ -155,3 +155,12 @@ class MissingPreviousError(SparkgateError):
     """
 
     exit_code = 2
+
+
+class MachineError(SparkgateError):
+    """The machine sparkgate runs on failed a write or read (disk full, I/O error, read-only).
+
+    Says nothing about the release: it is reported as the machine's failure, never as a gate's or
+    a promotion's verdict, so the fix (free space, repair the disk) is not mistaken for a
+    release problem.
+    """

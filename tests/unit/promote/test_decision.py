@@ -18,15 +18,12 @@ from types import SimpleNamespace
 import pytest
 
 from flows.errors import PromotionError
-from flows.pipeline import embedded, promote
+from flows.pipeline import embedded
 from flows.pipeline.embedded import SERVERS_DIR, advertised, running_backend
-from flows.pipeline.promote import (
-    Decision,
-    decide_promotion,
-    no_decision,
-    pause_timeout_s,
-    read_log,
-)
+from flows.promotion import decision, paused, promote
+from flows.promotion.decision import decide_promotion, no_decision, pause_timeout_s
+from flows.promotion.paused import Decision
+from flows.promotion.store import read_log, read_pointer
 from flows.spec.release import Promotion, Release, load_release
 
 from .conftest import DIGEST, GATE_NAMES, stage
@@ -70,7 +67,7 @@ def test_a_pause_that_times_out_is_logged_and_raised(
         asked.append(int(str(kwargs["timeout"])))
         raise FlowPauseTimeout("Flow run was paused and never resumed.")
 
-    monkeypatch.setattr(promote, "pause_flow_run", pause)
+    monkeypatch.setattr(decision, "pause_flow_run", pause)
     record = project / "experiments/2026-12-02-r1"
     with pytest.raises(PromotionError, match="no decision within 2 s"):
         decide_promotion("releases/r1.yaml", _release(project, 1.5), record, wait=True, say=print)
@@ -82,10 +79,10 @@ def test_a_pause_that_times_out_is_logged_and_raised(
 def test_no_wait_asks_nobody_and_logs_nothing(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(promote, "pause_flow_run", _never_called)
+    monkeypatch.setattr(decision, "pause_flow_run", _never_called)
     record = project / "experiments/2026-12-02-r1"
     said = decide_promotion("r1", _release(project, 1), record, wait=False, say=print)
-    assert said == promote.AWAITING
+    assert said == decision.AWAITING
     assert read_log(project) == []
 
 
@@ -142,7 +139,7 @@ def test_without_a_running_qualification_nothing_is_started(
         assert url is None
     answer = Decision(decision="approve", by="alice", reason="")
     with pytest.raises(PromotionError, match="no `sparkgate qualify` of this project is running"):
-        promote.resume_paused("r1", answer)
+        paused.resume_paused("r1", answer)
 
 
 def test_a_configured_server_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,15 +157,15 @@ def test_an_approval_promotes_on_the_cluster_the_record_qualified_on(
     (record / "record.json").write_text(json.dumps({**document, "cluster_name": "beta"}))
     monkeypatch.setattr(promote, "build_release", lambda *_a, **_k: SimpleNamespace(digest=DIGEST))
     answer = Decision(decision="approve", by="alice", reason="ok")
-    monkeypatch.setattr(promote, "pause_flow_run", lambda **_k: answer)
+    monkeypatch.setattr(decision, "pause_flow_run", lambda **_k: answer)
     said = decide_promotion(
         str(project / "releases/r1.yaml"), _release(project, 5), record, wait=True, say=print
     )
     assert said == "promoted by alice"
-    beta = promote.read_pointer(project, "beta")
+    beta = read_pointer(project, "beta")
     assert beta is not None
     assert beta.current.release == "r1"
-    assert promote.read_pointer(project, "local") is None
+    assert read_pointer(project, "local") is None
     assert [(e.action, e.cluster) for e in read_log(project)] == [("promoted", "beta")]
 
 
@@ -184,7 +181,7 @@ def test_a_timeout_names_the_cluster_to_decide_for_later(
     def pause(**_kwargs: object) -> None:
         raise FlowPauseTimeout("Flow run was paused and never resumed.")
 
-    monkeypatch.setattr(promote, "pause_flow_run", pause)
+    monkeypatch.setattr(decision, "pause_flow_run", pause)
     with pytest.raises(PromotionError, match=r"sparkgate promote releases/r1\.yaml -c beta"):
         decide_promotion("releases/r1.yaml", _release(project, 1), record, wait=True, say=print)
     assert [(e.action, e.cluster) for e in read_log(project)] == [("no-decision", "beta")]

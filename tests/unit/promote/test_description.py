@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.pipeline.promote import decision_description, described_record
+from flows.promotion.decision import described_record
+from flows.promotion.description import decision_description
 from flows.record.brief import headline_changes
 from flows.record.reader import read_record
 
