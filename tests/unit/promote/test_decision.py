@@ -185,3 +185,66 @@ def test_a_timeout_names_the_cluster_to_decide_for_later(
     with pytest.raises(PromotionError, match=r"sparkgate promote releases/r1\.yaml -c beta"):
         decide_promotion("releases/r1.yaml", _release(project, 1), record, wait=True, say=print)
     assert [(e.action, e.cluster) for e in read_log(project)] == [("no-decision", "beta")]
+
+
+def _two_shapes(write_record: Callable[..., Path], *, shown_digest: str, other_digest: str) -> Path:
+    """r1 qualified on a TP3 triangle (the record the form shows) and, later, on a TP4 ring.
+
+    The ring's record is the newest of the release, so "the latest record of any shape" is the
+    ring's; only the triangle's was shown.
+    """
+    passing = {name: stage(name) for name in GATE_NAMES}
+    shown = write_record(
+        "r1", name="2026-12-02-r1", shape="tp3-triangle", stages=passing, digest=shown_digest
+    )
+    write_record("r1", name="2026-12-03-r1", shape="tp4-ring", stages=passing, digest=other_digest)
+    return shown
+
+
+def _approve_shown(
+    project: Path, shown: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[str], Callable[[], str]]:
+    """Approve the paused qualification of `shown`; (the forms' descriptions, the decision)."""
+    monkeypatch.setattr(promote, "build_release", lambda *_a, **_k: SimpleNamespace(digest=DIGEST))
+    forms: list[str] = []
+
+    def pause(**kwargs: object) -> Decision:
+        forms.append(str(getattr(kwargs["wait_for_input"], "_description", "")))
+        return Decision(decision="approve", by="alice", reason="as shown")
+
+    monkeypatch.setattr(decision, "pause_flow_run", pause)
+    release_file = str(project / "releases/r1.yaml")
+    return forms, lambda: decide_promotion(
+        release_file, _release(project, 5), shown, wait=True, say=print
+    )
+
+
+def test_an_approval_promotes_the_record_the_form_showed(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newer record on another shape fails the build check; the shown one passes and is
+    the one promoted (the record was looked up again before: the ring's, refused)."""
+    shown = _two_shapes(write_record, shown_digest=DIGEST, other_digest="b" * 64)
+    forms, decide = _approve_shown(project, shown, monkeypatch)
+    assert decide() == "promoted by alice"
+    assert len(forms) == 1
+    assert f"`{shown}`" in forms[0]
+    pointer = read_pointer(project)
+    assert pointer is not None
+    assert pointer.current.record == "experiments/2026-12-02-r1", "not the record shown"
+    assert [(e.action, e.record) for e in read_log(project)] == [
+        ("promoted", "experiments/2026-12-02-r1")
+    ]
+
+
+def test_an_approval_never_promotes_on_a_record_it_did_not_show(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shown record qualified another build than the one a deploy would run: refused, by
+    that record's name, although the newer record on the other shape would pass."""
+    shown = _two_shapes(write_record, shown_digest="b" * 64, other_digest=DIGEST)
+    _forms, decide = _approve_shown(project, shown, monkeypatch)
+    with pytest.raises(PromotionError, match=r"record 2026-12-02-r1 qualified build bbbbbbbbbbbb"):
+        decide()
+    assert read_pointer(project) is None
+    assert read_log(project) == []

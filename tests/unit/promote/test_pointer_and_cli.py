@@ -71,7 +71,7 @@ def test_a_failed_pointer_write_keeps_the_old_pointer(
 
     monkeypatch.setattr("os.fsync", broken_fsync)
     with pytest.raises(
-        MachineError, match="disk full; the pointer is as it was .*not of the release"
+        MachineError, match=r"disk full; the pointer is as it was .*not of the release"
     ):
         write_pointer(tmp_path, _pointer("r2"))
     pointer = read_pointer(tmp_path)
