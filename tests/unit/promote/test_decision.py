@@ -248,3 +248,18 @@ def test_an_approval_never_promotes_on_a_record_it_did_not_show(
         decide()
     assert read_pointer(project) is None
     assert read_log(project) == []
+
+
+def test_an_approval_of_a_record_the_form_could_not_show_promotes_nothing(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form showed only a path (its record unreadable): no other record is promoted."""
+    write_record("r1", stages={name: stage(name) for name in GATE_NAMES})  # a passing one exists
+    unreadable = project / "experiments/2026-12-04-r1"
+    unreadable.mkdir()
+    (unreadable / "record.json").write_text("{not json")
+    forms, decide = _approve_shown(project, unreadable, monkeypatch)
+    with pytest.raises(PromotionError, match="could not be read, so the form showed nothing"):
+        decide()
+    assert "### Promote r1?\n\n- **Record:**" in forms[0]
+    assert read_pointer(project) is None
