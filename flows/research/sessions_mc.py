@@ -9,7 +9,7 @@ arms with a boot effect per arm and per-sample noise, and tabulates how often an
 called slower (target: at most 1 in 20), how often a 5 % slower candidate is, and how many arms
 a 25 % faster candidate needs.
 
-    python -m flows.bench.research.sessions_mc [--sessions 400] [--sample-sd 0.1 --boot-sd 0.1]
+    python -m flows.research.sessions_mc [--sessions 400] [--sample-sd 0.1 --boot-sd 0.1]
 """
 
 from __future__ import annotations
