@@ -21,7 +21,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.ledger import Ledger
-from flows.bench.policy import GatePolicy, workload_rules
+from flows.bench.policy import workload_rules
 from flows.bench.report import ArmReport, higher_is_better
 from flows.bench.stats import (
     DEFAULT_TOLERANCE_PCT,
@@ -39,6 +39,7 @@ from flows.bench.stats import (
     recipe_verdict,
 )
 from flows.errors import BenchError
+from flows.spec.gate_policy import GatePolicy
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 

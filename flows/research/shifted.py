@@ -34,7 +34,7 @@ from rich.table import Table
 from flows.bench.compare import Comparison, compare_arms
 from flows.bench.ledger import Ledger, read_ledger
 from flows.bench.policy import suite_entries
-from flows.bench.report import METRICS, ArmReport, Sample, higher_is_better, read_arm
+from flows.bench.report import ArmReport, Sample, higher_is_better, read_arm
 from flows.errors import BenchError
 from flows.gates.benchmark.rules import (
     LEDGER_FILE,
@@ -44,6 +44,7 @@ from flows.gates.benchmark.rules import (
     run_session,
     session_looks,
 )
+from flows.spec.gate_policy import METRICS
 from flows.spec.release import BenchmarkGate, load_release
 from flows.ui.console import out_console
 
