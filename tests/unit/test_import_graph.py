@@ -58,7 +58,6 @@ PENDING_LAYER_FIXES: dict[tuple[str, str], str] = {
     ("flows.record.recompute", "flows.cluster.boot.timeline"): (
         "gates-story: each gate recomputes its own story; record stops importing cluster.boot"
     ),
-    ("flows.ui.board", "flows.pipeline.stages"): "layers: stage names move below both",
 }
 """Imports against a rule that another branch removes, each with who removes it (empty it when
 that branch lands: an entry whose import is gone fails the test)."""
