@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=3, help="samples per point and arm")
     parser.add_argument("--max-arms", type=int, default=7)
     parser.add_argument(
-        "--no-split", action="store_true", help="every look at 95 %% (the gate before 2026-12-05)"
+        "--no-split", action="store_true", help="every look at 95 %% (the gate's older rule)"
     )
     args = parser.parse_args(argv)
     model = SessionModel(

@@ -1,8 +1,8 @@
 """Real A/A sessions replayed with a known slowdown: the gate's power on this machine's own noise.
 
-`sessions_mc` draws Gaussian noise; real arms here are heavy-tailed and drift. Running a slower
-release for real costs four minutes a session and its true effect is known only roughly (the
-`slower` fault's +5 % of work measures +5 to +15 % of CPU per step). This takes the raw arms of
+`sessions_mc` draws Gaussian noise; real arms are heavy-tailed and drift. Running a slower
+release for real costs minutes a session and its true effect is known only roughly
+(docs/statistics.md has the figures). This takes the raw arms of
 real sessions of a release against itself (`python -m flows.research.sessions RELEASE
 --previous RELEASE --out DIR`), multiplies every candidate sample by the slowdown (times longer,
 throughputs lower), and replays each session through the gate's own rules: the same first arms,
