@@ -8,7 +8,7 @@ be made from the form alone. The record described here is the record an approval
 from __future__ import annotations
 
 from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.pipeline.stages import GATES
+from flows.gates.registry import GATES
 from flows.record.brief import headline_changes
 from flows.record.model import Record
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from flows.errors import PromotionError, SpecError
 from flows.gates.prompts import LONG_ID, Prompt
-from flows.pipeline.stages import GATES
+from flows.gates.registry import GATES
 from flows.promotion.models import POINTER_DIR, Pointer, PromotedEntry
 from flows.record.model import Record, verdict_passes
 from flows.spec.cluster import NAME as CLUSTER_NAME

@@ -26,7 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from flows import fileio
-from flows.errors import MachineError, SpecError
+from flows.errors import DiskFullError, MachineError, SpecError
 from flows.promotion.models import (
     DEFAULT_CLUSTER,
     LEGACY_POINTER_FILE,
@@ -37,15 +37,15 @@ from flows.promotion.models import (
 )
 from flows.promotion.rules import pointer_file
 
-FILE_MODE = 0o644  # pointers and the log are committed and read by others
 HEADER = "# Written by `sparkgate promote/approve/rollback`; do not edit by hand.\n"
 ENTRY_START = b'{"at":'  # every LogEntry line starts so (its first field)
 
 
-def machine_failure(path: Path, doing: str, error: OSError, state: str) -> MachineError:
+def machine_failure(path: Path, doing: str, error: Exception, state: str) -> MachineError:
     """The error for a failed file operation: what, why, what is left, and that it is the
     machine (free space, repair the disk), not the release."""
-    why = error.strerror or str(error) or os.strerror(errno.EIO)
+    cause = error if isinstance(error, OSError) else error.__cause__
+    why = (cause.strerror or str(cause)) if isinstance(cause, OSError) else str(error)
     return MachineError(
         f"{path}: cannot {doing}: {why}; {state} (a failure of this machine, not of the release)"
     )
@@ -144,8 +144,8 @@ def write_pointer(root: Path, pointer: Pointer, cluster: str = DEFAULT_CLUSTER) 
     path = root / pointer_file(cluster)
     data = (HEADER + yaml.safe_dump(pointer.model_dump(mode="json"), sort_keys=False)).encode()
     try:
-        fileio.write_bytes(path, data, mode=FILE_MODE)
-    except OSError as error:
+        fileio.write_bytes(path, data, mode=fileio.SHARED_MODE)
+    except (OSError, DiskFullError) as error:  # a full disk is the writer's DiskFullError
         state = "the pointer is as it was" if path.exists() else "no pointer was written"
         raise machine_failure(path, "write the promoted pointer", error, state) from error
     return path
@@ -169,7 +169,7 @@ def append_line(path: Path, line: bytes) -> None:
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, fileio.SHARED_MODE)
     except OSError as error:
         raise machine_failure(path, "open the log", error, "nothing was appended") from error
     try:

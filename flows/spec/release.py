@@ -14,7 +14,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from flows.bench.policy import KNOWN_METRICS, GatePolicy
 from flows.errors import SpecError
 from flows.settings import project_root
 from flows.spec.base import (
@@ -25,6 +24,7 @@ from flows.spec.base import (
     SpecPath,
 )
 from flows.spec.build import Build
+from flows.spec.gate_policy import KNOWN_METRICS, GatePolicy
 from flows.spec.load import load_model
 
 
