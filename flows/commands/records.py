@@ -57,7 +57,7 @@ def records(
     """List every record: date, release, previous, each gate's verdict and headline numbers."""
     folder = _experiments(experiments)
     if brief:
-        from flows.pipeline.aa_ledger import CALIBRATION_DIR  # noqa: PLC0415
+        from flows.record.aa_ledger import CALIBRATION_DIR  # noqa: PLC0415
         from flows.record.brief import brief_lines  # noqa: PLC0415
 
         calibrations = list_records(folder / CALIBRATION_DIR)

@@ -95,12 +95,24 @@ class GateContext:
     )
 
 
+@dataclass(frozen=True)
+class PreviousOutputs:
+    """The previous release's per-prompt determinism hashes and the record they come from.
+
+    Everything the determinism gate needs of the previous record, handed over by `History`, so
+    the gate compares with it and keeps a copy naming it without reading records itself.
+    """
+
+    record: str | None = field(metadata={"doc": "the record's folder name (None: not known)"})
+    hashes: dict[str, Any]
+
+
 class History(Protocol):
     """What gates may read of earlier records (the pipeline supplies it; gates never read
     records themselves, so `flows.record` depends on the gates and not the other way)."""
 
-    def previous_hashes(self, context: GateContext) -> dict[str, Any] | None:
-        """The previous release's per-prompt determinism hashes, from its newest record."""
+    def previous_outputs(self, context: GateContext) -> PreviousOutputs | None:
+        """The previous release's determinism hashes, from its newest record of this shape."""
         ...
 
     def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:

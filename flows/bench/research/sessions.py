@@ -92,9 +92,9 @@ def benchmark_sessions(  # noqa: PLR0917 - a flow's parameters are its command l
     """Build and install once, then run the benchmark gate's session `sessions` times."""
     from flows.gates.benchmark.runner import run_benchmark  # noqa: PLC0415
     from flows.gates.benchmark.summary import BenchmarkSummary  # noqa: PLC0415
-    from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
     from flows.pipeline.events import observer_of_run  # noqa: PLC0415
     from flows.pipeline.prelude import prepared_cluster  # noqa: PLC0415
+    from flows.record.aa_ledger import ledger_for  # noqa: PLC0415
     from flows.spec.cluster import Cluster  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
