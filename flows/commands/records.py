@@ -15,8 +15,9 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from flows.errors import RecordError
+from flows.gates.registry import GATES
 from flows.record import compare as record_compare
-from flows.record.index import GATES, gate_cell, write_index
+from flows.record.index import gate_cell, write_index
 from flows.record.model import README_FILE
 from flows.record.reader import broken_records, find_record, list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme

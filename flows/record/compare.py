@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
 from flows.gates.cold_boots.summary import BootRow, ColdBootsSummary
 from flows.gates.determinism.summary import DeterminismSummary, ScenarioRow
+from flows.gates.registry import GATES
 from flows.record import tables
-from flows.record.index import GATES, gate_cell
+from flows.record.index import gate_cell
 from flows.record.model import Record
 
 Section = tuple[str, list[str], list[list[str]]]

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.gates.summaries import GATE_NAMES
+from flows.gates.registry import GATES
 from flows.record import tables
 from flows.record.atomic import write_text
 from flows.record.model import Record
 from flows.record.reader import list_records
 
-GATES = GATE_NAMES  # the registry's order (flows.gates.registry), from the summaries
 INDEX_FILE = "README.md"
 
 

@@ -22,7 +22,6 @@ from flows.bench.ledger import Ledger, read_ledger
 from flows.bench.report import read_arm
 from flows.cluster.boot.timeline import BootTimeline
 from flows.errors import SparkgateError
-from flows.gates.base import GateContext
 from flows.gates.benchmark.rules import LEDGER_FILE, Session, arm_folder, points_summary
 from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
 from flows.gates.cold_boots.rules import BootObservation, boot_row, rank_figures
@@ -142,15 +141,13 @@ def determinism_problems(
             if file.name != SAMPLED_FILE
         }
         release = Release.model_validate(record.release)
-        context = GateContext(
-            cluster=Cluster.model_validate(record.cluster),
-            release=release,
-            previous=_previous_release(record, release, previous),
-            transports={},
-            state=folder,
-            experiments=folder.parent,
+        summary, outcome, _reason = judge(
+            runs,
+            release.gates.determinism,
+            release.outputs,
+            _previous_name(record, previous),
+            previous_hashes,
         )
-        summary, outcome, _reason = judge(runs, context, release.gates.determinism, previous_hashes)
     except (ValidationError, ValueError, TypeError, KeyError) as error:
         return [f"determinism: the raw responses cannot be judged again: {error}"]
     problems = [
@@ -165,13 +162,11 @@ def determinism_problems(
     return problems
 
 
-def _previous_release(record: Record, release: Release, previous: Record | None) -> Release | None:
-    """The previous release as the gate saw it (its record's spec; else only its name)."""
+def _previous_name(record: Record, previous: Record | None) -> str | None:
+    """The previous release's name as the gate saw it (its record's spec; else the record's)."""
     if previous is not None:
-        return Release.model_validate(previous.release)
-    if record.previous:
-        return release.model_copy(update={"name": record.previous})
-    return None
+        return str(previous.release.get("name") or previous.release_name)
+    return record.previous
 
 
 def _normal(value: Any) -> Any:

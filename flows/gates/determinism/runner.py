@@ -107,7 +107,8 @@ class DeterminismRunner:
             files.write_json(f"scenarios/{name}.json", _raw(run))
         files.write_json("scenarios/sampled-streams.json", [o.model_dump() for o in sampled])
         hashes = inputs.hashes if inputs is not None else None
-        summary, outcome, reason = judge(runs, context, settings, hashes)
+        previous = context.previous.name if context.previous is not None else None
+        summary, outcome, reason = judge(runs, settings, context.release.outputs, previous, hashes)
         files.write_json("hashes.json", stored_hashes(runs["alone"], prompts, long, chat))
         if inputs is not None and context.previous is not None:
             kept = previous_copy(context.previous.name, inputs.record, inputs.hashes)
