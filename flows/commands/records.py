@@ -15,7 +15,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from flows.errors import RecordError
-from flows.gates.registry import GATES
+from flows.gates.registry import GATES, REGISTRY
 from flows.record import compare as record_compare
 from flows.record.index import gate_cell, write_index
 from flows.record.model import README_FILE
@@ -75,12 +75,6 @@ def records(
 
 WIDE_COLUMNS = 140
 """Below this terminal width the table shows each gate's outcome word, not its headline."""
-SHORT_GATE_NAMES = {
-    "release_tests": "tests",
-    "determinism": "determ.",
-    "cold_boots": "cold",
-    "benchmark": "bench",
-}
 
 
 def records_table(folder: Path, *, wide: bool) -> Table:
@@ -89,7 +83,7 @@ def records_table(folder: Path, *, wide: bool) -> Table:
     if wide:
         columns = ["date", "record", "release", "previous", *GATES, "verdict"]
     else:
-        columns = ["record", "previous", *(SHORT_GATE_NAMES.get(g, g) for g in GATES), "verdict"]
+        columns = ["record", "previous", *(gate.story.short for gate in REGISTRY), "verdict"]
     for column in columns:
         # a record name is never wrapped; words are wrapped whole, never cut
         table.add_column(

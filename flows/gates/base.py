@@ -1,7 +1,8 @@
 """What every gate is, gets and returns, so the qualify flow can run, persist and resume them alike.
 
 A gate is an object of the `Gate` shape: its name and title, the pydantic models of its settings
-and of its summary, `inputs` (what it needs from earlier gates and earlier records) and `run`,
+and of its summary, its `story` (how the record renders, compares, plots and recomputes it),
+`inputs` (what it needs from earlier gates and earlier records) and `run`,
 which does the gate's I/O under `flows.gates.harness.run_gate` and returns a `GateVerdict`. The
 harness adds timing, the file listing and boot-failure evidence and returns a `GateResult`
 whose summary is the gate's typed model. Gates never import Prefect: the flow wraps them in
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.transport.base import Transport
+from flows.gates.story import GateStory
 from flows.gates.summaries import GateSummary, summary_as
 from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
@@ -146,6 +148,12 @@ class Gate(Protocol[SettingsT_contra, InputsT]):
     @property
     def boot_failure(self) -> str:
         """How a boot that fails inside the gate is reported (`<this>: <error>`)."""
+        ...
+
+    @property
+    def story(self) -> GateStory:
+        """What the record says of the gate: README section, tables, compare rows, plots, the
+        recompute step (`flows.gates.story`)."""
         ...
 
     def inputs(

@@ -22,11 +22,12 @@ from flows.bench.ledger import Ledger
 from flows.cluster.ops.lock import ensure_held
 from flows.errors import SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome, PreviousOutputs
+from flows.gates.determinism.kept import record_hashes
 from flows.gates.harness import run_gate
 from flows.gates.registry import BY_NAME
 from flows.pipeline.events import StageObserver
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
-from flows.record import latest_record, record_hashes
+from flows.record import latest_record
 from flows.record.aa_ledger import ledger_for
 from flows.spec.release import BenchmarkGate
 

@@ -41,6 +41,7 @@ from flows.gates.benchmark.rules import (
     run_session,
     session_looks,
 )
+from flows.gates.benchmark.story import BENCHMARK_STORY, BenchmarkStory
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
@@ -149,6 +150,7 @@ class BenchmarkRunner:
     settings_model: type[BenchmarkGate] = BenchmarkGate
     summary_model: type[BenchmarkSummary] = BenchmarkSummary
     boot_failure: str = "an arm failed to boot"
+    story: BenchmarkStory = BENCHMARK_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History

@@ -44,6 +44,7 @@ from flows.gates.cold_boots.rules import (
     cold_boots_verdict,
     rank_figures,
 )
+from flows.gates.cold_boots.story import COLD_BOOTS_STORY, ColdBootsStory
 from flows.gates.cold_boots.summary import ColdBootsSummary
 from flows.gates.determinism.summary import DeterminismSummary, PromptHashes
 from flows.gates.files import GateFiles
@@ -68,6 +69,7 @@ class ColdBootsRunner:
     settings_model: type[ColdBootsGate] = ColdBootsGate
     summary_model: type[ColdBootsSummary] = ColdBootsSummary
     boot_failure: str = "boot failed"
+    story: ColdBootsStory = COLD_BOOTS_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History

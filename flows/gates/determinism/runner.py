@@ -47,6 +47,7 @@ from flows.gates.determinism.rules import (
     previous_copy,
     stored_hashes,
 )
+from flows.gates.determinism.story import DETERMINISM_STORY, DeterminismStory
 from flows.gates.determinism.summary import DeterminismSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
@@ -68,6 +69,7 @@ class DeterminismRunner:
     settings_model: type[DeterminismGate] = DeterminismGate
     summary_model: type[DeterminismSummary] = DeterminismSummary
     boot_failure: str = "boot failed"
+    story: DeterminismStory = DETERMINISM_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History

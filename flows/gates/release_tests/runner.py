@@ -36,6 +36,7 @@ from flows.gates.release_tests.rules import (
     summary,
     verdict,
 )
+from flows.gates.release_tests.story import RELEASE_TESTS_STORY, ReleaseTestsStory
 from flows.gates.release_tests.summary import ReleaseTestsSummary
 from flows.spec.load import load_model
 from flows.spec.release import ReleaseTestsGate
@@ -72,6 +73,7 @@ class ReleaseTestsRunner:
     settings_model: type[ReleaseTestsGate] = ReleaseTestsGate
     summary_model: type[ReleaseTestsSummary] = ReleaseTestsSummary
     boot_failure: str = "boot failed"
+    story: ReleaseTestsStory = RELEASE_TESTS_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 
 from flows.errors import boot_failure_reason
 from flows.gates.registry import GATES, REGISTRY
@@ -31,3 +32,16 @@ def test_a_failed_boot_is_named_once_by_the_gate() -> None:
     said = "boot failed: node local1 rank 1: exited 70 during boot"
     assert boot_failure_reason("boot failed", said) == said
     assert boot_failure_reason("an arm failed to boot", said) == f"an arm failed to boot: {said}"
+
+
+def test_the_record_and_the_plan_name_no_gate_package() -> None:
+    """Each gate owns its story: `flows.record` and the plan loop over the registry instead."""
+    flows = Path(__file__).resolve().parents[3] / "flows"
+    sources = sorted((flows / "record").glob("*.py"))
+    named = [
+        f"{path.relative_to(flows.parent)} imports flows.gates.{gate.name}"
+        for path in sources
+        for gate in REGISTRY
+        if f"flows.gates.{gate.name}" in path.read_text()
+    ]
+    assert named == []
