@@ -2,11 +2,11 @@
 
 A gate is an object of the `Gate` shape: its name and title, the pydantic models of its settings
 and of its summary, its `story` (how the record renders, compares, plots and recomputes it),
-`inputs` (what it needs from earlier gates and earlier records) and `run`,
-which does the gate's I/O under `flows.gates.harness.run_gate` and returns a `GateVerdict`. The
-harness adds timing, the file listing and boot-failure evidence and returns a `GateResult`
-whose summary is the gate's typed model. Gates never import Prefect: the flow wraps them in
-tasks, caches their results and writes them into the record.
+`plan` (what it would do, for `qualify --plan`), `inputs` (what it needs from earlier gates and
+earlier records) and `run`, which does the gate's I/O under `flows.gates.harness.run_gate` and
+returns a `GateVerdict`. The harness adds timing, the file listing and boot-failure evidence and
+returns a `GateResult` whose summary is the gate's typed model. Gates never import Prefect: the
+flow wraps them in tasks, caches their results and writes them into the record.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.transport.base import Transport
+from flows.gates.plan import PlanContext, PlanStep
 from flows.gates.story import GateStory
 from flows.gates.summaries import GateSummary, summary_as
 from flows.lines import LineSink, silent
@@ -166,6 +167,10 @@ class Gate(Protocol[SettingsT_contra, InputsT]):
         self, context: GateContext, settings: SettingsT_contra, inputs: InputsT, files: GateFiles
     ) -> GateVerdict:
         """Do the gate's work, writing raw files through `files`; the verdict."""
+        ...
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What it would do on which node, touching nothing (`sparkgate qualify --plan`)."""
         ...
 
 

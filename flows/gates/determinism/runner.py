@@ -39,6 +39,7 @@ from flows.gates.base import (
     api_base_url,
 )
 from flows.gates.determinism.chat import send
+from flows.gates.determinism.plan import plan_steps
 from flows.gates.determinism.rules import (
     NAME,
     PREVIOUS_FILE,
@@ -52,6 +53,7 @@ from flows.gates.determinism.summary import DeterminismSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
 from flows.gates.outputs import Output
+from flows.gates.plan import PlanContext, PlanStep
 from flows.gates.prompts import Prompt, chat_probes, long_prompt, named_prompts
 from flows.gates.running import running_release
 from flows.gates.traffic import Answered, Client, open_client, stream
@@ -77,6 +79,10 @@ class DeterminismRunner:
         """The previous release's hashes and their record (None: nothing to compare with)."""
         del earlier
         return history.previous_outputs(context)
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What the gate would do on which node (`sparkgate qualify --plan`)."""
+        return plan_steps(given)
 
     def run(
         self,

@@ -27,6 +27,8 @@ from flows.fileio import sha256_file
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
+from flows.gates.plan import PlanContext, PlanStep
+from flows.gates.release_tests.plan import plan_steps
 from flows.gates.release_tests.rules import (
     NAME,
     FileOutcome,
@@ -80,6 +82,10 @@ class ReleaseTestsRunner:
     ) -> None:
         """Nothing from earlier gates or records."""
         del context, earlier, history
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What the gate would do on which node (`sparkgate qualify --plan`)."""
+        return plan_steps(given)
 
     def run(
         self, context: GateContext, settings: ReleaseTestsGate, inputs: None, files: GateFiles
