@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from flows.bench.ledger import boot_noise, helmert_gaps, write_ledger
 from flows.bench.report import ArmReport
+from flows.cluster.runtime.factory import check_fits
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark.summary import CalibrationSummary
@@ -139,6 +140,7 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
         raise BenchError(f"--arms {arms}: a calibration needs at least 2 arms")
     release = load_release(release_file)
     cluster = load_model(cluster_file, Cluster)
+    check_fits(cluster, release)
     quiet_failed_states()
     label_current_run(run_title("calibrate", release, cluster), run_tags(release, None, cluster))
     suite = suite_of(release.gates.benchmark)

@@ -29,6 +29,7 @@ from flows.pipeline.events import StageObserver
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record
 from flows.record.aa_ledger import ledger_for
+from flows.record.writer import RecordWriter
 from flows.spec.release import BenchmarkGate
 
 
@@ -55,7 +56,7 @@ def gate_task(
 
 def run_gates(
     context: GateContext,
-    record: Any,
+    record: RecordWriter,
     build_digest: str,
     *,
     fresh: bool,
@@ -108,7 +109,7 @@ def run_gates(
     return results
 
 
-def _record_identity(record: Any) -> str:
+def _record_identity(record: RecordWriter) -> str:
     """The record's folder and when it was opened: a record made again at a removed one's path
     (same day, same release) is another record, so it never takes the old one's cached results,
     whose files are gone with the old folder."""
@@ -116,7 +117,7 @@ def _record_identity(record: Any) -> str:
 
 
 def _gate_runner(
-    gate: str, context: GateContext, record: Any, results: dict[str, GateResult]
+    gate: str, context: GateContext, record: RecordWriter, results: dict[str, GateResult]
 ) -> Callable[[], GateResult]:
     """The call that runs one gate through the harness with what it needs from earlier ones."""
     plugin = BY_NAME[gate]

@@ -30,6 +30,7 @@ from flows.cluster.ops.preflight import node_values
 from flows.errors import MissingPreviousError
 from flows.gates.plan import CONTROLLER, PlanContext, PlanStep, PreviousPlan
 from flows.gates.registry import REGISTRY
+from flows.pipeline.inputs import QualificationInputs
 from flows.pipeline.previous import benchmarked_previous, compares_with_previous, missing_previous
 from flows.record.reader import latest_record
 from flows.spec.cluster import Cluster, DockerRuntime
@@ -52,14 +53,10 @@ class QualificationPlan(BaseModel):
     steps: list[PlanStep]
 
 
-def qualification_plan(
-    release_file: Path,
-    release: Release,
-    previous: Release | None,
-    cluster: Cluster,
-    experiments: Path,
-) -> QualificationPlan:
-    """The plan of qualifying `release` on `cluster` (secrets redacted, nothing contacted)."""
+def qualification_plan(inputs: QualificationInputs, experiments: Path) -> QualificationPlan:
+    """The plan of qualifying the release on the cluster (secrets redacted, nothing contacted)."""
+    release, previous, cluster = inputs.release, inputs.previous, inputs.cluster
+    release_file = inputs.release_file
     secrets = spec_secrets(cluster, release)
     plans = [plan.redacted(secrets) for plan in render_all(cluster, release)]
     history = _previous_plan(experiments, release_file, release, previous, cluster)
