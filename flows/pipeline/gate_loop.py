@@ -25,12 +25,12 @@ from flows.gates.base import GateContext, GateResult, Outcome, PreviousOutputs
 from flows.gates.determinism.kept import record_hashes
 from flows.gates.harness import run_gate
 from flows.gates.registry import BY_NAME
-from flows.pipeline.events import StageObserver
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record
 from flows.record.aa_ledger import ledger_for
 from flows.record.writer import RecordWriter
 from flows.spec.release import BenchmarkGate
+from flows.stages import StageObserver
 
 
 def _gate_key(_context: object, parameters: dict[str, Any]) -> str:
