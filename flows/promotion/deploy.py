@@ -19,6 +19,7 @@ from flows.cluster.transport.base import Transport
 from flows.engine_api.ready import probe_ready
 from flows.errors import BootError, SparkgateError, boot_failure_reason
 from flows.gates.base import api_base_url
+from flows.gates.determinism.kept import record_hashes
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
 from flows.gates.prompts import Prompt
 from flows.gates.traffic import complete, open_client
@@ -27,7 +28,7 @@ from flows.pipeline.events import NullObserver
 from flows.pipeline.prelude import held_cluster
 from flows.promotion.models import PromotedEntry
 from flows.promotion.rules import spot_check_differences, spot_check_prompts
-from flows.record import read_record, record_hashes
+from flows.record import read_record
 from flows.record.model import Record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release, load_release

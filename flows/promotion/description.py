@@ -7,9 +7,9 @@ be made from the form alone. The record described here is the record an approval
 
 from __future__ import annotations
 
+from flows.gates.benchmark.story import headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.registry import GATES
-from flows.record.brief import headline_changes
 from flows.record.model import Record
 
 
