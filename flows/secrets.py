@@ -240,7 +240,6 @@ class Secrets:
         )
 
 
-
 def collect(
     mappings: Iterable[Mapping[str, str]],
     names: Iterable[str] = (),

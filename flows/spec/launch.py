@@ -179,6 +179,7 @@ def spec_secrets(cluster: Cluster, release: Release) -> Secrets:
             profile.launch.worker_args,
             profile.model_prepare,
             release.engine.serve_args,
+            release.build.command,
             *(node.overrides.args for node in cluster.nodes),
         ],
     )
