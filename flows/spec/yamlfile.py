@@ -7,13 +7,12 @@ recursive aliases and alias bombs are refused here, since the models could not r
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from flows.bounded_read import read_regular
 from flows.errors import SpecError
 from flows.spec.base import Loc
 
@@ -40,7 +39,7 @@ class ParsedFile:
 def read_yaml(path: Path) -> ParsedFile:
     """Parse `path`; raises SpecError for a missing file, bad YAML or an unusable structure."""
     try:
-        raw = _read_regular(path)
+        raw = read_regular(path, MAX_BYTES)  # a FIFO or a device is refused, not read
         if len(raw) > MAX_BYTES:
             raise SpecError(
                 f"file too large (over {MAX_BYTES} bytes)", file=path, expected="a smaller spec"
@@ -55,25 +54,6 @@ def read_yaml(path: Path) -> ParsedFile:
     except OSError as error:
         raise SpecError(f"cannot read: {error.strerror}", file=path) from None
     return parse_yaml(text, path)
-
-
-def _read_regular(path: Path) -> bytes:
-    """At most MAX_BYTES + 1 bytes of `path`, which must be a regular file: a FIFO (`extends:
-    /tmp/fifo`) would block validate forever and a device (/dev/zero) never ends. The file is
-    opened without blocking and checked on its descriptor, so nothing can swap it in between."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError
-        if not stat.S_ISREG(mode):
-            raise SpecError(
-                "not a regular file (a FIFO, device or socket)", file=path, expected="a YAML file"
-            )
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            return stream.read(MAX_BYTES + 1)
-    finally:
-        os.close(fd)
 
 
 def parse_yaml(text: str, path: Path) -> ParsedFile:
