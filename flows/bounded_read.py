@@ -35,6 +35,15 @@ def read_regular(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
+def is_file(path: Path) -> bool:
+    """Path.is_file for a name a user typed: one the system cannot even look up (a component
+    over NAME_MAX, 255 bytes) is no file either, instead of an OSError traceback."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def printable(text: str) -> str:
     """`text` safe for a terminal: control characters (ANSI escapes, carriage returns, C1
     codes) are shown as escapes instead of being obeyed."""
