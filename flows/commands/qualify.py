@@ -21,7 +21,7 @@ from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
 from flows.errors import GateFailedError, InconclusiveError, SparkgateError
-from flows.pipeline.stages import STAGE_TITLES
+from flows.stages import STAGE_TITLES
 from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:

@@ -24,10 +24,10 @@ from flows.errors import SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.harness import run_gate
 from flows.gates.registry import BY_NAME
-from flows.pipeline.events import StageObserver
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record, record_hashes
 from flows.spec.release import BenchmarkGate
+from flows.stages import StageObserver
 
 
 def _gate_key(_context: object, parameters: dict[str, Any]) -> str:

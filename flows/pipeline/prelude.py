@@ -32,7 +32,6 @@ from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
 from flows.gates.base import GateContext
 from flows.lines import LineSink
-from flows.pipeline.events import StageObserver
 from flows.pipeline.schedule import cluster_slot
 from flows.record import open_record
 from flows.record.reader import unfinished_build
@@ -40,6 +39,7 @@ from flows.record.writer import RecordWriter
 from flows.settings import project_root, state_dir
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
+from flows.stages import StageObserver
 
 
 @dataclass(frozen=True)

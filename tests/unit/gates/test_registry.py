@@ -8,9 +8,9 @@ from flows.errors import boot_failure_reason
 from flows.gates.registry import GATES, REGISTRY
 from flows.gates.summaries import GATE_NAMES, GateSummary
 from flows.pipeline.stages import GATES as STAGE_GATES
-from flows.pipeline.stages import STAGES
 from flows.record.index import GATES as RECORD_GATES
 from flows.spec.release import Gates
+from flows.stages import STAGES
 
 
 def test_every_list_of_gates_is_the_registry_order() -> None:

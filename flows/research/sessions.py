@@ -7,8 +7,8 @@ suite, arms added while a gated point is undecided) `--sessions` times after one
 install, with the A/A ledger a qualification would get, and prints the decisions, the arms each
 took, their wall times and every gated point's verdict; `sessions.json` keeps them.
 
-    python -m flows.bench.research.sessions releases/r2.yaml --sessions 10
-    python -m flows.bench.research.sessions releases/r1.yaml --previous releases/r1.yaml
+    python -m flows.research.sessions releases/r2.yaml --sessions 10
+    python -m flows.research.sessions releases/r1.yaml --previous releases/r1.yaml
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class SessionRow(BaseModel):
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m flows.bench.research.sessions")
+    parser = argparse.ArgumentParser(prog="python -m flows.research.sessions")
     parser.add_argument("release", type=Path, help="candidate release file")
     parser.add_argument("--previous", type=Path, help="previous release file (default: its own)")
     parser.add_argument("--sessions", type=int, default=10)
