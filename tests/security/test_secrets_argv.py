@@ -8,6 +8,7 @@ reads every command line and every list of strings in a spec dump, and the plan'
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,15 @@ def test_the_record_holds_none_of_the_argv_secrets(
     text = (writer.path / "record.json").read_text()
     assert _leaks(text) == []
     assert json.loads(text)["release"]["engine"]["serve_args"][:2] == ["--api-key", "<redacted>"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("line", ["a" * 1_000_000, "a." * 500_000, "-a " * 300_000])
+def test_redaction_is_linear_in_the_text(line: str) -> None:
+    """A 1 MB log line (a base64 blob) went through a pattern that restarted at every letter:
+    minutes for one line of a record's log."""
+    found = Secrets(values=("a-secret-value-of-a-test",))
+    started = time.perf_counter()
+    assert found.text(line) == line
+    assert found.argv([line]) == [line]
+    assert time.perf_counter() - started < 10
