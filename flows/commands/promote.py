@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
+from flows.bounded_read import is_file
 from flows.commands.cluster import cluster_path, load_cluster
 from flows.commands.signals import terminate_as_interrupt
 from flows.promotion.models import DEFAULT_CLUSTER
@@ -60,9 +61,10 @@ def release_file(release: str) -> Path:
 
     given = Path(release)
     for candidate in (given, project_root() / "releases" / f"{release}.yaml"):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate.resolve()
-    raise SpecError("no such release", file=release, expected="a release file or a release name")
+    shown = release if len(release) <= 80 else f"{release[:80]}..."
+    raise SpecError("no such release", file=shown, expected="a release file or a release name")
 
 
 def approve(
