@@ -31,9 +31,10 @@ from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.factory import docker_ssh
 from flows.errors import BuildError, SpecError
 from flows.lines import LineSink, silent
+from flows.spec.build import CONTROLLER
 from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.launch import placeholder_values
-from flows.spec.release import CONTROLLER, Release
+from flows.spec.release import Release
 from flows.spec.template import fill
 
 

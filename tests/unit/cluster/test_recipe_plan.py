@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flows.pipeline.inputs import load_inputs
 from flows.pipeline.plan import qualification_plan
-from flows.spec.cluster import Cluster
-from flows.spec.load import load_model
-from flows.spec.release import Release
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = ROOT / "examples" / "spark-ds41f"
 
 
 def test_the_plan_shows_every_nodes_final_mounts_devices_and_environment(tmp_path: Path) -> None:
-    cluster = load_model(RECIPE / "clusters" / "tp3-triangle.yaml", Cluster)
-    release_file = RECIPE / "releases" / "r6x.yaml"
-    release = load_model(release_file, Release)
-    plan = qualification_plan(release_file, release, None, cluster, tmp_path)
+    inputs = load_inputs(
+        RECIPE / "releases" / "r6x.yaml", RECIPE / "clusters" / "tp3-triangle.yaml"
+    )
+    cluster, release = inputs.cluster, inputs.release
+    plan = qualification_plan(inputs, tmp_path)
     ranks = [step for step in plan.steps if step.stage == "ranks"]
     assert [step.node for step in ranks] == ["dgx1", "dgx2", "dgx3"]
     for step in ranks:

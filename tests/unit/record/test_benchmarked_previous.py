@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from flows.errors import MissingPreviousError
+from flows.pipeline.inputs import QualificationInputs
 from flows.pipeline.plan import qualification_plan
 from flows.pipeline.previous import as_qualified, benchmarked_previous
 from flows.record.writer import open_record
+from flows.spec.build import Build
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-from flows.spec.release import Build, Release
+from flows.spec.release import Release
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE_ID = "sha256:" + "cd" * 32
@@ -157,7 +159,11 @@ def test_the_plan_names_each_arm_image_and_shows_the_refusal_it_would_meet(
     experiments = tmp_path / "experiments"
 
     def images() -> dict[str, str]:
-        plan = qualification_plan(candidate_file, candidate, previous, cluster, experiments)
+        given = QualificationInputs(
+            release_file=candidate_file, cluster_file=candidate_file, release=candidate,
+            previous=previous, cluster=cluster, suite=None,
+        )  # fmt: skip
+        plan = qualification_plan(given, experiments)
         (step,) = [s for s in plan.steps if s.stage == "benchmark"]
         return dict(step.detail["images"])
 
