@@ -25,13 +25,13 @@ from flows.record.reader import read_record
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
-from tests.unit.record.conftest import (  # noqa: F401 - fixtures used by name
+from tests.support.records import (  # noqa: F401 - fixtures used by name
     DAY,
     bench_result,
     cluster,
     release_r2,
 )
-from tests.unit.record.conftest import (
+from tests.support.records import (
     tests_result as release_tests_result,
 )
 

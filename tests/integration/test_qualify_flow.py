@@ -19,19 +19,14 @@ import pytest
 
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
+from tests.support.project import Project, ProjectKind, projects
 from tests.support.waiting import wait_until
 
-from .project import Project
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Project:
-    """A private project: trimmed r1, and r2 against it on a short benchmark suite."""
-    made = Project(tmp_path, "qualtest")
-    made.release("r1", "releases/r1.yaml")
-    return made
+# each test its own project (in its tmp_path): trimmed r1, and r2 against it on a short suite
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500),
+    projects(ProjectKind("qualtest")),
+]  # fmt: skip
 
 
 def _qualify_r2(project: Project) -> subprocess.Popen[str]:

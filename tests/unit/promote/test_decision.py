@@ -28,8 +28,7 @@ from flows.pipeline.promote import (
     read_log,
 )
 from flows.spec.release import Promotion, Release, load_release
-
-from .conftest import DIGEST, GATE_NAMES, stage
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 
 def _closed_port() -> int:

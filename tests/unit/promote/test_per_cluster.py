@@ -37,8 +37,7 @@ from flows.pipeline.promote import (
     write_pointer,
 )
 from tests.support.overlays import cluster_overlay
-
-from .conftest import DIGEST, GATE_NAMES, stage
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 
 def _entry(release: str) -> PromotedEntry:

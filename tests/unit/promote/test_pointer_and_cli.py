@@ -30,8 +30,8 @@ from flows.pipeline.promote import (
     read_pointer,
     write_pointer,
 )
-
-from .conftest import DIGEST, GATE_NAMES, ROOT, stage
+from tests.support.paths import ROOT
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 CLUSTER = str(ROOT / "config/local.yaml")
 POINTER_FILE = Path("config/promoted/local.yaml")  # the default cluster's pointer
