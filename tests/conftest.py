@@ -20,6 +20,7 @@ from tests.support.local_cluster import (  # noqa: F401 - fixtures used by name
     release_r1,
     state,
     transports,
+    warm_nodes,
 )
 from tests.support.paths import ROOT
 from tests.support.prefect_server import prefect_api, prefect_harness  # noqa: F401 - by name

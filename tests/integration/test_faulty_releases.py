@@ -24,7 +24,7 @@ from tests.support.project import TRIMMED_COLD_BOOTS, Project, ProjectKind, proj
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
-    projects(ProjectKind("faultytest"), scope="module"),
+    projects(ProjectKind("faultytest")),
 ]  # fmt: skip
 
 # The benchmark suite of the slower release: three decode points and one prefill, twelve samples

@@ -33,7 +33,7 @@ from tests.support.project import PromotionProject as Project
 # one project for the module: its r1 is approved once, then rejected, then rolled back to
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow,
-    projects(ProjectKind("promotetest", Project), scope="module"),
+    projects(ProjectKind("promotetest", Project)),
 ]  # fmt: skip
 
 

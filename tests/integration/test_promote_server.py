@@ -34,7 +34,7 @@ from tests.support.waiting import wait_until
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
     pytest.mark.prefect_server,
-    projects(ProjectKind("promoteserver", Project, server=True), scope="module"),
+    projects(ProjectKind("promoteserver", Project, server=True)),
 ]  # fmt: skip
 
 WAIT_S = 900

@@ -4,10 +4,16 @@ The cluster file is the shipped `config/local.yaml`, only with node workdirs mov
 session temp folder and free ports, so tests boot exactly what users boot. Kernel caches are
 shared by the session's tests (a cold preparation costs seconds per rank); tests that need cold
 caches empty them through the pipeline itself.
+
+Projects (tests/support/project.py) have node workdirs of their own; `WarmNodes` carries the
+prepared models and kernel caches from one project's nodes to the next, so only the session's
+first project prepares cold. The engine rewrites a kernel's source only when it changed and
+numba checks its cache against the source's stamp, so a copied cache is used only where valid.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +30,39 @@ from flows.spec.release import Release
 
 from .net import free_port
 from .paths import ROOT
+
+WARM_PARTS = ("models", "cache")  # config/engines/sparkengine.yaml: model_dir and caches
+
+
+class WarmNodes:
+    """The session's store of prepared node folders (models, caches), one per rank index."""
+
+    store: Path | None = None  # set for the session by the `warm_nodes` fixture
+
+    @classmethod
+    def seed(cls, workdirs: list[Path]) -> None:
+        """Give new node workdirs (rank order) what earlier projects' nodes prepared."""
+        for index, workdir in enumerate(workdirs):
+            source = None if cls.store is None else cls.store / f"n{index}"
+            if source is not None and source.is_dir():
+                shutil.copytree(source, workdir, dirs_exist_ok=True)
+
+    @classmethod
+    def keep(cls, workdirs: list[Path]) -> None:
+        """Add what these (stopped) nodes prepared to the store."""
+        for index, workdir in enumerate(workdirs):
+            for part in WARM_PARTS:
+                if cls.store is not None and (workdir / part).is_dir():
+                    target = cls.store / f"n{index}" / part
+                    shutil.copytree(workdir / part, target, dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's store of prepared node folders (see `WarmNodes`)."""
+    WarmNodes.store = tmp_path_factory.mktemp("warm-nodes")
+    yield WarmNodes.store
+    WarmNodes.store = None
 
 
 @pytest.fixture(scope="session")

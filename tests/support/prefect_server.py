@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prefect.testing.utilities import prefect_test_harness
 
 from .net import free_port
 from .paths import ROOT
@@ -175,7 +174,10 @@ def prefect_harness() -> Iterator[None]:
     """Prefect's own test server and a throwaway database for a module's in-process flows.
 
     Module-scoped, not shared: the harness sets Prefect's settings for this process while it
-    runs, which would point every later in-process test at it.
+    runs, which would point every later in-process test at it. Imported here: the harness brings
+    Prefect's whole server stack, seconds of every test run's start that needs none.
     """
+    from prefect.testing.utilities import prefect_test_harness  # noqa: PLC0415
+
     with prefect_test_harness(server_startup_timeout=90):
         yield

@@ -5,11 +5,10 @@ files (so tests qualify exactly what users qualify, only trimmed), a two-node lo
 free ports and private workdirs, and its own experiments/ and Prefect home. The build cache is
 the checkout's state folder, shared by every test, because a build only depends on its inputs.
 
-Tests get one through the `project` fixture (tests/integration/conftest.py), which a module
-shapes with `projects(ProjectKind(...))`: the cluster's name, the class (a module's own subclass
-with its releases), whether sparkgate talks to the session's Prefect server, and the scope (one
-project per test, or one shared by the module's tests). Whatever a project started on its
-cluster is stopped when the fixture ends.
+Tests get one through the `project` fixture (tests/integration/conftest.py), one project per
+module, which the module shapes with `projects(ProjectKind(...))`: the cluster's name, the class
+(a module's own subclass with its releases) and whether sparkgate talks to the session's Prefect
+server. Whatever a project started on its cluster is stopped when the module ends.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import yaml
 
 from flows.record import list_records
 
+from .local_cluster import WarmNodes
 from .overlays import cluster_overlay, release_overlay, write_yaml
 from .paths import ROOT
 from .prefect_server import Server
@@ -68,6 +68,8 @@ class Project:
     def __init__(self, root: Path, cluster_name: str) -> None:
         self.root = root
         self.cluster = cluster_overlay(root / "cluster.yaml", cluster_name, root)
+        self.workdirs = [root / "n0", root / "n1"]  # cluster_overlay's, in rank order
+        WarmNodes.seed(self.workdirs)
         prefect = root / "prefect"
         self.env = {
             **os.environ, "SPARKGATE_ROOT": str(root),
@@ -115,8 +117,11 @@ class Project:
                         timeout=timeout)  # fmt: skip
 
     def stop(self) -> None:
-        """Stop whatever the project left running on its cluster."""
-        self.run("cluster", "stop", "-c", str(self.cluster))
+        """Stop whatever the project left running on its cluster; keep what its nodes prepared
+        for the session's next project (only once nothing runs on them)."""
+        stopped = self.run("cluster", "stop", "-c", str(self.cluster))
+        if stopped.returncode == 0:
+            WarmNodes.keep(self.workdirs)
 
     def use_server(self, server: Server) -> None:
         """Talk to `server` instead of an ephemeral one (its environment, this project's root)."""
@@ -185,25 +190,20 @@ class ProjectKind:
     server: bool = False  # sparkgate talks to the session's server (`prefect_api`)
 
 
-def projects(kind: ProjectKind, *, scope: str = "function") -> pytest.MarkDecorator:
-    """The `project` fixture of a module's tests: `kind`, per test or shared by the module."""
-    return pytest.mark.parametrize(
-        "project", [kind], indirect=True, ids=[kind.cluster], scope=scope
-    )
+def projects(kind: ProjectKind) -> pytest.MarkDecorator:
+    """The mark that gives a module's tests its `project`, made as `kind` says."""
+    return pytest.mark.parametrize("project", [kind], indirect=True, ids=[kind.cluster])
 
 
-@pytest.fixture
-def project(request: pytest.FixtureRequest) -> Iterator[Project]:
-    """A private project (see `projects`): in the test's tmp_path when made per test, else in a
-    folder of its own; its cluster stopped at the end."""
+@pytest.fixture(scope="module")
+def project(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Project]:
+    """The module's private project (see `projects`), its cluster stopped at the end."""
     kind = getattr(request, "param", None)
     if not isinstance(kind, ProjectKind):
         raise pytest.UsageError(f"{request.node.nodeid}: mark the module with projects(...)")
-    if request.scope == "function":
-        root = Path(request.getfixturevalue("tmp_path"))
-    else:
-        root = request.getfixturevalue("tmp_path_factory").mktemp(kind.cluster)
-    made = kind.make(root, kind.cluster)
+    made = kind.make(tmp_path_factory.mktemp(kind.cluster), kind.cluster)
     if kind.server:
         made.use_server(request.getfixturevalue("prefect_api"))
     try:
