@@ -143,6 +143,10 @@ class RecordError(SparkgateError):
     """An experiments record is missing, malformed or does not verify."""
 
 
+class DiskFullError(SparkgateError):
+    """A file could not be written for lack of space or quota; says if its old version is intact."""
+
+
 class PromotionError(SparkgateError):
     """A release may not be promoted (a gate missing or failed), or its deploy failed."""
 

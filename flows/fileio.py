@@ -1,8 +1,13 @@
 """Atomic file writes and file digests: a reader never sees half a file, a crash never leaves one.
 
-Every file is written to a temporary sibling, flushed to disk and renamed over its target, so
-the target is either the old version or the new one. Records, sessions, lab state and raw gate
-files all write through here.
+Every file is written to a temporary sibling, flushed and fsynced, renamed over its target, and
+then the folder itself is fsynced, so after a crash or power loss the target is the old version
+or the new one and the rename is on disk. Records, raw gate files, sessions and lab state all
+write through here, with one mode each caller can see: `SHARED_MODE` (0644, the default) for
+records and the gates' raw files in them, which are committed and read by others;
+`PRIVATE_MODE` (0600) for state that names hosts and paths. A write that fails for lack of space
+(ENOSPC, EDQUOT) removes its temporary file and raises a `DiskFullError` that says whether the
+previous version is intact, instead of an OSError traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +19,16 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from flows.errors import DiskFullError
+
+SHARED_MODE = 0o644
+"""Records and the gates' raw files in them: committed and read by others."""
+
+PRIVATE_MODE = 0o600
+"""State that may name hosts and paths (boot sessions, lab hosts): its owner only."""
+
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
 
 def fsync_dir(folder: Path) -> None:
@@ -31,11 +46,23 @@ def fsync_dir(folder: Path) -> None:
         os.close(handle)
 
 
-def write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def write_bytes(path: Path, data: bytes, *, mode: int = SHARED_MODE) -> None:
     """Write `data` to `path` through a temporary file, a rename and a folder fsync.
 
-    The file gets `mode` (0600 by default: state may name hosts and paths; records pass 0644).
+    Raises:
+        DiskFullError: when the disk (or quota) is full; `path` then still holds its old content.
     """
+    try:
+        _replace(path, data, mode)
+    except OSError as error:
+        if error.errno in _NO_SPACE:
+            state = "its previous version is intact" if path.exists() else "it was not created"
+            message = f"{path}: cannot write, {os.strerror(error.errno)}; {state}"
+            raise DiskFullError(message) from error
+        raise
+
+
+def _replace(path: Path, data: bytes, mode: int) -> None:
     created = not path.parent.is_dir()
     path.parent.mkdir(parents=True, exist_ok=True)
     if created:
@@ -54,9 +81,9 @@ def write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     fsync_dir(path.parent)
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write UTF-8 text atomically."""
-    write_bytes(path, text.encode())
+def write_text(path: Path, text: str, *, mode: int = SHARED_MODE) -> None:
+    """Write UTF-8 text atomically and durably (see the module docstring for `mode`)."""
+    write_bytes(path, text.encode(), mode=mode)
 
 
 def dump_json(data: Any) -> str:
@@ -64,9 +91,9 @@ def dump_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically in the one layout."""
-    write_text(path, dump_json(data))
+def write_json(path: Path, data: Any, *, mode: int = SHARED_MODE) -> None:
+    """Write JSON atomically and durably in the one layout."""
+    write_text(path, dump_json(data), mode=mode)
 
 
 def sha256_file(path: Path) -> str:

@@ -21,7 +21,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.ledger import Ledger
-from flows.bench.policy import GatePolicy, workload_rules
+from flows.bench.policy import workload_rules
 from flows.bench.report import ArmReport, higher_is_better
 from flows.bench.stats import (
     DEFAULT_TOLERANCE_PCT,
@@ -39,6 +39,7 @@ from flows.bench.stats import (
     recipe_verdict,
 )
 from flows.errors import BenchError
+from flows.spec.gate_policy import GatePolicy
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -78,7 +79,7 @@ class Comparison(BaseModel):
         default=None,
         description="times the session may compare (intervals at look_alpha(looks), slower "
         "verdicts also at that divided by the gated rows); None: every interval at 95 %, as "
-        "records before 2026-12-05 were decided",
+        "records decided before sessions looked more than once",
     )
     slower_rule: SlowerRule = Field(
         default=SlowerRule.INTERVAL,
@@ -291,7 +292,8 @@ def slower_alpha(alpha: float, gated_rows: int, looks: int | None, rule: SlowerR
 
     The current rule's claim is one-sided (the interval wholly on the slower side of zero), so a
     two-sided interval at twice the split errs that way at the split itself; the older rule split
-    the two-sided error. Simulated A/A sessions (`sessions_mc`, 9 rows) stay at or below 3 %.
+    the two-sided error. How often simulated A/A sessions are then called slower is in
+    docs/statistics.md (`python -m flows.research.sessions_mc`).
     """
     if looks is None:
         return alpha

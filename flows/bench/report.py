@@ -9,7 +9,6 @@ kept verbatim in `Sample.legacy_receipts` and the recipe's own summaries in `Poi
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -17,40 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from flows.bench.stats import Described, describe
 from flows.errors import BenchError
+from flows.spec.gate_policy import METRICS, Direction
 
 SCHEMA_VERSION: Literal[1] = 1
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-class Direction(StrEnum):
-    """Which way is better for a metric."""
-
-    HIGHER = "higher"
-    LOWER = "lower"
-
-
-# Every metric a point may gate on, and which way is better.
-METRICS: dict[str, Direction] = {
-    "tps": Direction.HIGHER,
-    "decode_window_tps": Direction.HIGHER,
-    "per_stream_tps": Direction.HIGHER,
-    "output_tps": Direction.HIGHER,
-    "prefill_tps": Direction.HIGHER,
-    "step_ms": Direction.LOWER,
-    "step_geomean_ms": Direction.LOWER,
-    "ttft_s": Direction.LOWER,
-    "ttft_p50_s": Direction.LOWER,
-    "ttft_p99_s": Direction.LOWER,
-    "tpot_ms": Direction.LOWER,
-    "tpot_p50_ms": Direction.LOWER,
-    "tpot_p99_ms": Direction.LOWER,
-    "cold_ttft_s": Direction.LOWER,
-    "warm_ttft_s": Direction.LOWER,
-    "engine_step_ms": Direction.LOWER,
-    "engine_cpu_ms": Direction.LOWER,
-    "engine_tpot_ms": Direction.LOWER,
-    "draft_acceptance_len": Direction.HIGHER,
-}
 
 
 def higher_is_better(metric: str) -> bool:

@@ -27,13 +27,14 @@ from flows import __version__
 from flows.bench import workloads as wl
 from flows.bench.capacity import kv_capacity
 from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
-from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_LEVEL, ENGINE_TPOT
+from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_TPOT
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
 from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
 from flows.lines import LineSink, silent
+from flows.spec.gate_policy import ENGINE_LEVEL
 from flows.spec.suite import (
     ClosedLoop,
     Poisson,

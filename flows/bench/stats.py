@@ -268,8 +268,8 @@ class SlowerRule(StrEnum):
 
     INTERVAL = "interval-beyond-tolerance"
     """The whole interval lies beyond the tolerance: a loss proven larger than the tolerance.
-    Records decided before 2026-12-05 afternoon were decided so; on this machine's noise it
-    could not name a +5 % release slower (0 of 8 real sessions)."""
+    The older rule, kept so records decided by it recompute; why it was replaced (it could not
+    name a +5 % release slower at this project's noise) is in docs/statistics.md."""
     SIGNIFICANT = "significant-beyond-tolerance"
     """The whole interval lies on the slower side of zero (surely slower) and the estimate beyond
     the tolerance: the recipe's own regression rule (`bench --compare`: slower, and the change

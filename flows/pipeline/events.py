@@ -5,7 +5,8 @@ times and statuses in a `StageClock` (its outcome comes from the flow, never fro
 observers exist: `NullObserver` (silence), `PrefectLogObserver` (one run-log line per event, for
 runs without a terminal, e.g. a deployment on a server) and the rich terminal board in
 `flows.ui.board`. A command hands its observer to the flow through `current_observer`, because
-a Prefect flow takes only plain parameters.
+a Prefect flow takes only plain parameters. The observer's protocol and the stage names live in
+`flows.stages`, below both the flow and the ui.
 """
 
 from __future__ import annotations
@@ -13,23 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from contextvars import ContextVar
-from typing import Protocol
 
-
-class StageObserver(Protocol):
-    """Receives the flow's stage events; statuses are passed, cached, skipped or failed."""
-
-    def started(self, stage: str) -> None:
-        """A stage began."""
-
-    def progressed(self, what: str, done: int, total: int) -> None:
-        """Progress inside the running stage: what is counted, how many done, of how many."""
-
-    def note(self, line: str) -> None:
-        """One progress line (a `LineSink`)."""
-
-    def finished(self, stage: str, status: str, detail: str = "") -> None:
-        """A stage ended with a status and a one-line detail."""
+from flows.stages import StageObserver
 
 
 class NullObserver:

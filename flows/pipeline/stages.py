@@ -1,9 +1,9 @@
-"""The qualification's stages as data: their order, cache keys and the overall verdict (pure).
+"""The qualification's rules about its stages: cache keys and the overall verdict (pure).
 
-Kept apart from Prefect so the rules can be read and tested on their own: which stages exist and
-in which order, what makes a finished gate reusable on a re-run (its cache key covers the build
-digest, the resolved cluster, the gate's settings and the record it belongs to), and how the
-gates' results become one verdict.
+Kept apart from Prefect so the rules can be read and tested on their own: what makes a finished
+gate reusable on a re-run (its cache key covers the build digest, the resolved cluster, the
+gate's settings and the record it belongs to), and how the gates' results become one verdict.
+Which stages exist, in which order, is in `flows.stages`, shared with the terminal board.
 """
 
 from __future__ import annotations
@@ -16,21 +16,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from flows.gates.base import GateResult, Outcome
-from flows.gates.registry import GATES, REGISTRY
+from flows.gates.registry import GATES
 
-STAGES = ("validate", "lock", "preflight", "build", "distribute", *GATES, "verdict", "record")
-STAGE_TITLES = {
-    "validate": "load + validate",
-    "lock": "cluster lock",
-    "preflight": "preflight",
-    "build": "build once",
-    "distribute": "distribute + verify",
-    **{gate.name: gate.title for gate in REGISTRY},
-    "verdict": "verdict",
-    "record": "record",
-}
 QUALIFIED = "qualified"
-__all__ = ["GATES", "QUALIFIED", "STAGES", "STAGE_TITLES", "digest_of", "gate_cache_key", "verdict"]
+__all__ = ["GATES", "QUALIFIED", "digest_of", "gate_cache_key", "verdict"]
 
 
 def digest_of(value: BaseModel | Mapping[str, Any] | str | None) -> str:

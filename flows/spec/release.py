@@ -16,7 +16,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from flows.bench.policy import KNOWN_METRICS, GatePolicy
 from flows.errors import SpecError
 from flows.settings import project_root
 from flows.spec.base import (
@@ -28,6 +27,7 @@ from flows.spec.base import (
     confined_out,
     shown,
 )
+from flows.spec.gate_policy import KNOWN_METRICS, GatePolicy
 from flows.spec.load import load_model
 
 

@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from flows.bench.policy import KNOWN_METRICS
 from flows.errors import SpecError
 from flows.spec.base import Problem, SpecContext, SpecModel
+from flows.spec.gate_policy import KNOWN_METRICS
 
 
 class WorkloadGate(SpecModel):

@@ -2,7 +2,7 @@
 
 On a terminal it is a rich Live table that log lines scroll above (Prefect's console handler is
 pointed at the same console, so its lines never garble the table); elsewhere (CI, pipes) each
-stage transition is one plain line. It is a `StageObserver` (flows.pipeline.events): the flow
+stage transition is one plain line. It is a `StageObserver` (flows.stages): the flow
 reports stage events to it and keeps its own times; nothing here knows about Prefect runs or gates.
 """
 
@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from flows.pipeline.stages import STAGE_TITLES, STAGES
+from flows.stages import STAGE_TITLES, STAGES
 
 _COLOURS = {
     "pending": "dim",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.errors import RecordError
+from flows.errors import DiskFullError
 from flows.record import atomic
 from flows.record.index import write_index
 from flows.record.reader import read_record
@@ -81,10 +81,10 @@ def test_a_record_write_on_a_full_disk_keeps_the_previous_version(
     before = record_file.read_bytes()
     benchmark = bench_result(writer.stage_dir("benchmark"))
     fill(small_disk)
-    with pytest.raises(RecordError, match=r"No space left on device.*previous version is intact"):
+    with pytest.raises(DiskFullError, match=r"No space left on device.*previous version is intact"):
         atomic.write_json(record_file, {"big": "x" * 100_000})
     assert record_file.read_bytes() == before
-    with pytest.raises(RecordError, match="No space left on device"):
+    with pytest.raises(DiskFullError, match="No space left on device"):
         writer.save_stage(benchmark)
     assert record_file.read_bytes() == before
     assert read_record(writer.path).stages.keys() == {"release_tests"}
@@ -98,7 +98,7 @@ def test_the_index_on_a_full_disk_keeps_the_previous_index(small_disk: Path) -> 
     before = index.read_bytes()
     fill(small_disk)
     (experiments / "README.md").write_bytes(before)  # same content: fits in its own blocks
-    with pytest.raises(RecordError, match="No space left on device"):
+    with pytest.raises(DiskFullError, match="No space left on device"):
         atomic.write_text(index, "# Experiments\n" + "row\n" * 20_000)
     assert index.read_bytes() == before
 

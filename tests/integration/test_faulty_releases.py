@@ -32,7 +32,7 @@ pytestmark = [
 # +5 to +15 % of rank 0's CPU time per step on these points. A point is slower when its interval,
 # at Pocock's level for the session's nine looks and split one-sided among the four points, lies
 # wholly on the slow side of no change and its estimate beyond the 3 % tolerance (the recipe's own
-# regression rule). Replayed through that rule (`python -m flows.bench.research.shifted`), the
+# regression rule). Replayed through that rule (`python -m flows.research.shifted`), the
 # two CI sessions of 2026-12-05 that the older rule (the interval wholly beyond 3 %) decided
 # slower after 8 and 9 arms are decided slower after 5 and 3.
 SLOWDOWN_SUITE = {

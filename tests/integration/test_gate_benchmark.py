@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from flows.bench.policy import CLIENT_METRICS, ENGINE_LEVEL
+from flows.bench.policy import CLIENT_METRICS
 from flows.bench.report import read_arm
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark.runner import run_benchmark
 from flows.spec.cluster import Cluster
+from flows.spec.gate_policy import ENGINE_LEVEL
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
 from tests.support.overlays import write_yaml

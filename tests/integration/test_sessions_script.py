@@ -27,7 +27,7 @@ def test_one_aa_session_is_run_and_kept(tmp_path: Path) -> None:
     out = project.root / "sessions"
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "flows.bench.research.sessions", str(r1),
+            [sys.executable, "-m", "flows.research.sessions", str(r1),
              "--previous", str(r1), "--sessions", "1", "--max-arms", "3",
              "--cluster", str(project.cluster), "--out", str(out)],
             env=project.env, cwd=project.root, capture_output=True, text=True, timeout=800,

@@ -84,7 +84,7 @@ PER_CLUSTER = (
 CALIBRATE = (
     f"{INTEGRATION}/test_calibrate_flow.py::test_calibrate_publishes_gaps_the_benchmark_gate_uses"
 )
-PEER_LIVE = "tests/unit/bench/test_peer_live.py::test_peer_check_runs_both_tools_in_one_session"
+PEER_LIVE = "tests/unit/research/test_peer_live.py::test_peer_check_runs_both_tools_in_one_session"
 RECORDS_CLI = "tests/unit/record/test_cli.py::test_records_show_and_compare_by_name"
 COMPARE_CLI = "tests/unit/bench/test_compare_cli.py::test_slower_candidate_fails_with_exit_1"
 TP3_BENCH = "tests/unit/bench/data/recipe-bench/2026-10-05-r6-tp3-bench.json"
@@ -197,6 +197,10 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "qualify of a trimmed r1 overlay that waits for a decision",
     ),
+    "sparkgate replay tests/data/recipe-thread/r6n-third-attempt/dgx1.log "
+    "--engine config/engines/vllm-recipe.yaml": Here(
+        says="cold-boots gate: fails: collective_failure on dgx1 (1 lines)"
+    ),
     "sparkgate replay dgx1.log dgx2.log dgx3.log dgx4.log "
     "--cluster config/examples/tp4-ring.yaml": (
         Elsewhere(
@@ -297,35 +301,35 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         "tests/unit/bench/test_variance.py::test_the_variance_command_prints_the_table",
         "bench variance of three written arms",
     ),
-    "python -m flows.bench.research.sessions_mc [--sessions 400]": Here(
+    "python -m flows.research.sessions_mc [--sessions 400]": Here(
         says="A/A sessions called slower",
-        argv=("python", "-m", "flows.bench.research.sessions_mc", "--sessions", "10"),
+        argv=("python", "-m", "flows.research.sessions_mc", "--sessions", "10"),
     ),
-    "python -m flows.bench.research.sessions RELEASE [--previous P] [--sessions N]": Elsewhere(
+    "python -m flows.research.sessions RELEASE [--previous P] [--sessions N]": Elsewhere(
         f"{INTEGRATION}/test_sessions_script.py::test_one_aa_session_is_run_and_kept",
         "one A/A session of a trimmed r1 with the short suite on a private cluster",
     ),
-    "python -m flows.bench.research.shifted RELEASE SESSIONS... [--slowdown S ...] "
+    "python -m flows.research.shifted RELEASE SESSIONS... [--slowdown S ...] "
     "[--report-only W ...]": Elsewhere(
-        "tests/unit/bench/test_shifted.py::"
+        "tests/unit/research/test_shifted.py::"
         "test_recorded_folders_are_read_in_arm_order_and_the_command_prints_the_table",
         "main() over written session folders, with --slowdown and --report-only",
     ),
-    "python -m flows.bench.research.noise SESSIONS... [--metric M]": Elsewhere(
-        "tests/unit/bench/test_noise.py::"
+    "python -m flows.research.noise SESSIONS... [--metric M]": Elsewhere(
+        "tests/unit/research/test_noise.py::"
         "test_recorded_sessions_are_read_and_the_scattering_point_comes_out_noisier",
         "main() over written session folders",
     ),
-    "python -m flows.bench.research.montecarlo [--sessions 4000]": Here(
+    "python -m flows.research.montecarlo [--sessions 4000]": Here(
         says="false-positive",
-        argv=("python", "-m", "flows.bench.research.montecarlo", "--sessions", "100"),
+        argv=("python", "-m", "flows.research.montecarlo", "--sessions", "100"),
     ),
-    "python -m flows.bench.research.overhead [--rate 5000 --streams 50]": Here(
+    "python -m flows.research.overhead [--rate 5000 --streams 50]": Here(
         says="CPU per chunk",
         argv=(
             "python",
             "-m",
-            "flows.bench.research.overhead",
+            "flows.research.overhead",
             "--rate",
             "500",
             "--streams",
@@ -338,7 +342,7 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         "engine/tests/test_engine_steadiness.py::test_the_command_boots_measures_and_reports_json",
         "--boots 2 --seconds 6 --probe-seconds 1 --pin --json",
     ),
-    "python -m flows.bench.research.peer [--setup] --out DIR": Elsewhere(
+    "python -m flows.research.peer [--setup] --out DIR": Elsewhere(
         PEER_LIVE,
         "--out DIR with a small load; skipped when the peer venv (--setup) is absent",
     ),
@@ -384,14 +388,14 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         f"one), and rollback --by in {PROMOTE_CLI}",
     ),
     # docs/peer-check.md
-    "python -m flows.bench.research.peer --setup": NotRun(
+    "python -m flows.research.peer --setup": NotRun(
         "downloads torch and guidellm into .sparkgate/peer-venv; test_peer_live uses that venv"
     ),
-    "python -m flows.bench.research.peer --out DIR": Elsewhere(
+    "python -m flows.research.peer --out DIR": Elsewhere(
         PEER_LIVE,
         "with the small load below; skipped when the peer venv is absent",
     ),
-    "python -m flows.bench.research.peer --out DIR --loads 1:2,4:4 --max-tokens 16": Elsewhere(
+    "python -m flows.research.peer --out DIR --loads 1:2,4:4 --max-tokens 16": Elsewhere(
         PEER_LIVE,
         "peer.main(['--out', DIR, '--loads', '1:2,4:4', '--max-tokens', '16'])",
     ),

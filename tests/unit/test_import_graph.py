@@ -1,12 +1,16 @@
-"""No import cycle inside `flows/`: module-level and function-level imports both count.
+"""Imports inside `flows/` run one way: no cycle, and no import against the layers.
 
-A cycle means two modules cannot be read (or moved) apart; the test walks every import statement
-with `ast`, so an import hidden inside a function to dodge the cycle at runtime still counts.
+A cycle means two modules cannot be read (or moved) apart; an import against the layers (the
+benchmark library reaching up into the pipeline, a spec into the benchmark library) means a lower
+room cannot be read, tested or reused without the rooms above it. The test walks every import
+statement with `ast`, so an import hidden inside a function to dodge a cycle at runtime still
+counts.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 import flows
@@ -16,6 +20,40 @@ PACKAGE = "flows"
 
 KNOWN_CYCLES: set[frozenset[str]] = set()
 """Cycles tolerated for now, each named with the modules it joins (none today)."""
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """Modules under `importer` never import modules under `imported`, for `reason`."""
+
+    importer: str
+    imported: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.importer} never imports {self.imported}: {self.reason}"
+
+
+LAYER_RULES = (
+    Forbidden(
+        "flows.gates", "flows.record", "gates never read records; History hands them the past"
+    ),
+    Forbidden(
+        "flows.ui", "flows.pipeline", "the ui observes stage events, the pipeline emits them"
+    ),
+    Forbidden("flows.spec", "flows.bench", "specs are the bottom room; bench reads them"),
+    Forbidden("flows.record", "flows.cluster", "a record is recomputed from its files alone"),
+    Forbidden("flows.bench", "flows.pipeline", "the benchmark library runs without a flow"),
+    Forbidden("flows.bench", "flows.gates", "gates use the benchmark library, not the reverse"),
+    Forbidden("flows.bench", "flows.ui", "the benchmark library prints nothing of its own"),
+    Forbidden("flows.pipeline", "flows.research", "research tools sit above the pipeline"),
+    Forbidden("flows.bench", "flows.research", "research tools sit above the benchmark library"),
+)
+"""The layer rules: each forbidden edge with the reason it is forbidden."""
+
+PENDING_LAYER_FIXES: dict[tuple[str, str], str] = {}
+"""Imports against a rule that another branch removes, each with who removes it (empty it when
+that branch lands: an entry whose import is gone fails the test)."""
 
 
 def _module_name(path: Path) -> str:
@@ -103,6 +141,23 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_violations(
+    graph: dict[str, set[str]], rules: tuple[Forbidden, ...]
+) -> list[tuple[str, str, Forbidden]]:
+    """Every import that breaks a rule: (importer, imported, the rule), sorted."""
+    return sorted(
+        (module, target, rule)
+        for module, targets in graph.items()
+        for target in targets
+        for rule in rules
+        if _under(module, rule.importer) and _under(target, rule.imported)
+    )
+
+
 def test_the_walk_sees_function_level_imports() -> None:
     graph = import_graph()
     assert "flows.pipeline.qualify" in graph["flows.commands.qualify"]
@@ -115,3 +170,40 @@ def test_a_cycle_is_found() -> None:
 def test_flows_has_no_import_cycle() -> None:
     found = [c for c in cycles(import_graph()) if frozenset(c) not in KNOWN_CYCLES]
     assert not found, "import cycles in flows/: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_a_forbidden_import_is_found_with_its_rule() -> None:
+    rule = Forbidden("flows.bench", "flows.gates", "why")
+    graph = {
+        "flows.bench.runner": {"flows.gates.base", "flows.spec.suite"},
+        "flows.benchmarks": {"flows.gates.base"},  # a sibling whose name starts alike: allowed
+        "flows.gates.base": {"flows.bench.runner"},
+    }
+    assert layer_violations(graph, (rule,)) == [("flows.bench.runner", "flows.gates.base", rule)]
+
+
+def test_every_rule_names_rooms_that_exist() -> None:
+    modules = set(import_graph())
+    for rule in LAYER_RULES:
+        for room in (rule.importer, rule.imported):
+            assert any(_under(module, room) for module in modules), f"no {room}: {rule}"
+
+
+def test_flows_imports_follow_the_layers() -> None:
+    found = layer_violations(import_graph(), LAYER_RULES)
+    broken = [
+        f"{module} -> {target} ({rule})"
+        for module, target, rule in found
+        if (module, target) not in PENDING_LAYER_FIXES
+    ]
+    assert not broken, "imports against the layers:\n" + "\n".join(broken)
+
+
+def test_every_pending_layer_fix_is_still_pending() -> None:
+    found = {
+        (module, target) for module, target, _ in layer_violations(import_graph(), LAYER_RULES)
+    }
+    fixed = sorted(set(PENDING_LAYER_FIXES) - found)
+    assert not fixed, "fixed, remove from PENDING_LAYER_FIXES: " + ", ".join(
+        f"{module} -> {target}" for module, target in fixed
+    )

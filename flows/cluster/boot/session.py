@@ -33,7 +33,7 @@ from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
 from flows.errors import BootError, BuildError, ClusterError, SparkgateError
-from flows.fileio import write_text
+from flows.fileio import PRIVATE_MODE, write_text
 from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
 from flows.spec.launch import LaunchPlan, render_launch
@@ -154,7 +154,8 @@ def save_session(state: Path, session: ClusterSession) -> Path:
     handles = [
         handle.model_copy(update={"plan": handle.plan.redacted()}) for handle in session.handles
     ]
-    write_text(path, session.model_copy(update={"handles": handles}).model_dump_json(indent=2))
+    text = session.model_copy(update={"handles": handles}).model_dump_json(indent=2)
+    write_text(path, text, mode=PRIVATE_MODE)
     return path
 
 
@@ -224,7 +225,7 @@ def start_release(
             started_at=began,
             handles=[h.model_copy(update={"plan": h.plan.redacted()}) for h in handles],
         )  # fmt: skip
-        write_text(partial, left.model_dump_json(indent=2))
+        write_text(partial, left.model_dump_json(indent=2), mode=PRIVATE_MODE)
 
     remembering = _Remembering(runtime, remember)
     try:

@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.errors import ClusterError
-from flows.fileio import write_text
+from flows.fileio import PRIVATE_MODE, write_text
 
 SSHD = Path("/usr/sbin/sshd")
 STATE_FILE = "state.json"
@@ -264,7 +264,7 @@ class _Recorder:
         self.save()
 
     def save(self) -> None:
-        write_text(self.path, self.state.model_dump_json(indent=2))
+        write_text(self.path, self.state.model_dump_json(indent=2), mode=PRIVATE_MODE)
 
 
 def read_state(lab_dir: Path) -> LabState | None:

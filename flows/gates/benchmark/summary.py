@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from flows.bench.policy import GatePolicy
 from flows.bench.stats import SlowerRule
+from flows.spec.gate_policy import GatePolicy
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 

@@ -16,7 +16,6 @@ import pytest
 
 from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample
-from flows.bench.research.sessions_mc import SessionModel, simulate
 from flows.bench.stats import (
     Arm,
     SlowerRule,
@@ -28,6 +27,7 @@ from flows.bench.stats import (
 )
 from flows.errors import BenchError
 from flows.gates.benchmark.rules import session_looks
+from flows.research.sessions_mc import SessionModel, simulate
 
 
 def arm(label: str, cpu_ms: float) -> ArmReport:

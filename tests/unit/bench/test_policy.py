@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from flows.bench.compare import compare_arms
-from flows.bench.policy import GatePolicy
 from flows.bench.report import ArmReport, Point, Sample, higher_is_better
 from flows.bench.runner import compared_metrics
 from flows.engine_api.metrics import draft_acceptance, engine_step_times, scrape_names
 from flows.errors import BenchError, SpecError
+from flows.spec.gate_policy import GatePolicy
 from flows.spec.release import BenchmarkGate
 
 

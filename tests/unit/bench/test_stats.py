@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from flows.bench.research.montecarlo import SimulationSettings, false_positive_limit, simulate
 from flows.bench.stats import (
     Arm,
     Described,
@@ -23,6 +22,7 @@ from flows.bench.stats import (
     recipe_verdict,
     t975,
 )
+from flows.research.montecarlo import SimulationSettings, false_positive_limit, simulate
 
 
 def test_recipe_t_table_uses_lower_bound_lookup() -> None:

@@ -7,11 +7,11 @@ import pytest
 from flows.pipeline.events import (
     NullObserver,
     StageClock,
-    StageObserver,
     Tee,
     current_observer,
     observer_of_run,
 )
+from flows.stages import StageObserver
 from flows.ui.board import StageBoard
 
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 
 from flows.gates.base import GateResult, Outcome
-from flows.pipeline.stages import GATES, QUALIFIED, STAGES, gate_cache_key, verdict
+from flows.pipeline.stages import GATES, QUALIFIED, gate_cache_key, verdict
+from flows.stages import STAGES
 
 
 class _Settings(BaseModel):

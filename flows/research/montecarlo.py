@@ -7,7 +7,7 @@ arm, per-sample noise within arms and an A/A ledger drawn from the same model, r
 stay <= 5 %), the power at a true 3 % change, and how the non-inferiority gate behaves at a true
 3 % slowdown (pass rate <= 2.5 %) and a 5 % slowdown.
 
-Run `python -m flows.bench.research.montecarlo` to print the table.
+Run `python -m flows.research.montecarlo` to print the table.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from flows.bench.report import ArmReport, Point, Sample, write_arm
-from flows.bench.research.noise import main, session_components, summarise
 from flows.bench.variance import Components
+from flows.research.noise import main, session_components, summarise
 
 ROLES = ["candidate", "previous"] * 3 + ["candidate"]
 

@@ -9,7 +9,7 @@ arms with a boot effect per arm and per-sample noise, and tabulates how often an
 called slower (target: at most 1 in 20), how often a 5 % slower candidate is, and how many arms
 a 25 % faster candidate needs.
 
-    python -m flows.bench.research.sessions_mc [--sessions 400] [--sample-sd 0.1 --boot-sd 0.1]
+    python -m flows.research.sessions_mc [--sessions 400] [--sample-sd 0.1 --boot-sd 0.1]
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=3, help="samples per point and arm")
     parser.add_argument("--max-arms", type=int, default=7)
     parser.add_argument(
-        "--no-split", action="store_true", help="every look at 95 %% (the gate before 2026-12-05)"
+        "--no-split", action="store_true", help="every look at 95 %% (the gate's older rule)"
     )
     args = parser.parse_args(argv)
     model = SessionModel(

@@ -2,12 +2,12 @@
 
 `sparkgate bench variance` splits one session's noise; one session has a handful of arms, so its
 arm-level SD is a guess (a few df). A series of sessions of a release against itself (`python -m
-flows.bench.research.sessions RELEASE --previous RELEASE --out DIR`) holds tens of such guesses
+flows.research.sessions RELEASE --previous RELEASE --out DIR`) holds tens of such guesses
 per point. This decomposes every session of the series for one metric and prints, per point,
 the median and the largest arm-means SD (what limits a decision across arms) and the median
 within-arm SD, so a suite can gate the points that can decide and report the others.
 
-    python -m flows.bench.research.noise .sparkgate/sessions-aa/r1-vs-r1-* [--metric engine_cpu_ms]
+    python -m flows.research.noise .sparkgate/sessions-aa/r1-vs-r1-* [--metric engine_cpu_ms]
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 
-from flows.bench.research.shifted import read_session, session_folders
 from flows.bench.variance import Components, decompose_all
+from flows.research.shifted import read_session, session_folders
 from flows.ui.console import out_console
 
 
@@ -79,7 +79,7 @@ def _table(rows: Sequence[PointNoise], metric: str) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     """Summarise the noise of every session folder under the given ones; print the table."""
-    parser = argparse.ArgumentParser(prog="python -m flows.bench.research.noise")
+    parser = argparse.ArgumentParser(prog="python -m flows.research.noise")
     parser.add_argument("sessions", type=Path, nargs="+", help="folders of session-N folders")
     parser.add_argument("--metric", default="engine_cpu_ms", help="the metric to summarise")
     args = parser.parse_args(argv)

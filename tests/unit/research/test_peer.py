@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from flows.bench.report import Receipt
-from flows.bench.research import peer
-from flows.bench.research.peer_metrics import (
+from flows.errors import BenchError
+from flows.research import peer
+from flows.research.peer_metrics import (
     EngineWindow,
     GuidellmBenchmark,
     LoadMetrics,
@@ -32,7 +33,6 @@ from flows.bench.research.peer_metrics import (
     pooled,
     receipt_timings,
 )
-from flows.errors import BenchError
 
 SAMPLE = Path(__file__).parent / "data" / "guidellm-0.8.1-report.json"
 

@@ -7,8 +7,8 @@ suite, arms added while a gated point is undecided) `--sessions` times after one
 install, with the A/A ledger a qualification would get, and prints the decisions, the arms each
 took, their wall times and every gated point's verdict; `sessions.json` keeps them.
 
-    python -m flows.bench.research.sessions releases/r2.yaml --sessions 10
-    python -m flows.bench.research.sessions releases/r1.yaml --previous releases/r1.yaml
+    python -m flows.research.sessions releases/r2.yaml --sessions 10
+    python -m flows.research.sessions releases/r1.yaml --previous releases/r1.yaml
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class SessionRow(BaseModel):
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m flows.bench.research.sessions")
+    parser = argparse.ArgumentParser(prog="python -m flows.research.sessions")
     parser.add_argument("release", type=Path, help="candidate release file")
     parser.add_argument("--previous", type=Path, help="previous release file (default: its own)")
     parser.add_argument("--sessions", type=int, default=10)
@@ -90,11 +90,12 @@ def benchmark_sessions(  # noqa: PLR0917 - a flow's parameters are its command l
     out: str,
 ) -> list[SessionRow]:
     """Build and install once, then run the benchmark gate's session `sessions` times."""
+    from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
     from flows.gates.benchmark.runner import run_benchmark  # noqa: PLC0415
     from flows.gates.benchmark.summary import BenchmarkSummary  # noqa: PLC0415
-    from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
     from flows.pipeline.events import observer_of_run  # noqa: PLC0415
     from flows.pipeline.prelude import prepared_cluster  # noqa: PLC0415
+    from flows.record.aa_ledger import ledger_for  # noqa: PLC0415
     from flows.spec.cluster import Cluster  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
@@ -106,6 +107,7 @@ def benchmark_sessions(  # noqa: PLR0917 - a flow's parameters are its command l
     if previous is None:
         raise SystemExit(f"{release_file}: names no previous release; pass --previous")
     cluster = load_model(cluster_file, Cluster)
+    check_fits(cluster, release)
     settings = release.gates.benchmark
     if max_arms is not None:
         settings = settings.model_copy(update={"max_arms": max_arms})

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from flows.bench.research import peer
+from flows.research import peer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.mark.skipif(
     not (peer.peer_venv() / "bin" / "guidellm").exists(),
-    reason="no guidellm venv: python -m flows.bench.research.peer --setup",
+    reason="no guidellm venv: python -m flows.research.peer --setup",
 )
 def test_peer_check_runs_both_tools_in_one_session(tmp_path: Path) -> None:
     out = tmp_path / "peer"

@@ -6,7 +6,7 @@ like vLLM's and stamped with the server's monotonic send time. Our real client
 (`flows.bench.client.run_batch`) reads them; we report its CPU microseconds per chunk and the
 send-to-parse lag (server write to client parsed, same clock) at the offered chunk rate.
 
-Run `python -m flows.bench.research.overhead [--rate 5000] [--streams 50] [--seconds 3]`.
+Run `python -m flows.research.overhead [--rate 5000] [--streams 50] [--seconds 3]`.
 """
 
 from __future__ import annotations

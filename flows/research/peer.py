@@ -1,10 +1,10 @@
 """The guidellm peer check: guidellm and our generator, same engine boot, same load.
 
-`python -m flows.bench.research.peer --out DIR` boots the bundled engine (TP2 on loopback),
+`python -m flows.research.peer --out DIR` boots the bundled engine (TP2 on loopback),
 warms it, then for each load (one stream; four concurrent streams) runs our generator, guidellm,
 and our generator again (so our own repeat shows the session's noise floor), all on distinct
 prompts of the same exact length and the same max_tokens. It writes every raw report and prints
-the comparison (flows/bench/research/peer_metrics.py); docs/peer-check.md explains the gaps.
+the comparison (flows/research/peer_metrics.py); docs/peer-check.md explains the gaps.
 
 guidellm drags in torch, transformers and datasets, so it lives in its own virtualenv under
 .sparkgate/peer-venv (`--setup` creates it) and runs as a subprocess: the project's own
@@ -35,7 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.bench.client import Recorder, RequestSpec, open_session, send
 from flows.bench.prompts import passage
 from flows.bench.report import Receipt
-from flows.bench.research.peer_metrics import (
+from flows.engine_api.endpoint import Endpoint
+from flows.errors import BenchError
+from flows.research.peer_metrics import (
     EngineWindow,
     Row,
     Windows,
@@ -45,8 +47,6 @@ from flows.bench.research.peer_metrics import (
     parse_guidellm,
     receipt_timings,
 )
-from flows.engine_api.endpoint import Endpoint
-from flows.errors import BenchError
 from flows.settings import state_dir
 from flows.ui.console import err_console, out_console
 
@@ -361,7 +361,7 @@ def missing_venv_message(venv: Path) -> str:
     """What to run when the peer venv is absent."""
     return (
         f"guidellm is not installed in {venv}. Create it (separate from .venv) with:\n"
-        "  python -m flows.bench.research.peer --setup\n"
+        "  python -m flows.research.peer --setup\n"
         "which runs:\n" + "\n".join("  " + " ".join(a) for a in setup_commands(venv))
     )
 
@@ -386,10 +386,8 @@ def check(out: Path, config: PeerConfig, venv: Path) -> list[Row]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m flows.bench.research.peer --out DIR` (or `--setup`); exit 2 without its venv."""
-    parser = argparse.ArgumentParser(
-        prog="python -m flows.bench.research.peer", description=__doc__
-    )
+    """`python -m flows.research.peer --out DIR` (or `--setup`); exit 2 without its venv."""
+    parser = argparse.ArgumentParser(prog="python -m flows.research.peer", description=__doc__)
     parser.add_argument("--out", type=Path, help="folder for raw reports and the table")
     parser.add_argument("--setup", action="store_true", help="create the guidellm venv")
     parser.add_argument("--venv", type=Path, default=None, help="guidellm venv (default: state)")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from flows.bench.report import ClientStats
-from flows.bench.research.overhead import measure
 from flows.bench.runner import client_saturated, saturation_reason
+from flows.research.overhead import measure
 
 
 def test_overhead_benchmark_reports_cost_and_lag() -> None:

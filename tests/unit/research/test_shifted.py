@@ -16,7 +16,8 @@ from pydantic import JsonValue
 
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.report import ArmReport, Point, Sample, write_arm
-from flows.bench.research.shifted import (
+from flows.gates.benchmark.rules import LEDGER_FILE, Role
+from flows.research.shifted import (
     OUT_OF_ARMS,
     main,
     read_session,
@@ -24,7 +25,6 @@ from flows.bench.research.shifted import (
     report_only,
     slowed,
 )
-from flows.gates.benchmark.rules import LEDGER_FILE, Role
 from flows.spec.release import load_release
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,16 +1,16 @@
 """Real A/A sessions replayed with a known slowdown: the gate's power on this machine's own noise.
 
-`sessions_mc` draws Gaussian noise; real arms here are heavy-tailed and drift. Running a slower
-release for real costs four minutes a session and its true effect is known only roughly (the
-`slower` fault's +5 % of work measures +5 to +15 % of CPU per step). This takes the raw arms of
-real sessions of a release against itself (`python -m flows.bench.research.sessions RELEASE
+`sessions_mc` draws Gaussian noise; real arms are heavy-tailed and drift. Running a slower
+release for real costs minutes a session and its true effect is known only roughly
+(docs/statistics.md has the figures). This takes the raw arms of
+real sessions of a release against itself (`python -m flows.research.sessions RELEASE
 --previous RELEASE --out DIR`), multiplies every candidate sample by the slowdown (times longer,
 throughputs lower), and replays each session through the gate's own rules: the same first arms,
 the same comparison, ledger and looks, an arm added while a gated point is undecided, measuring
 only the undecided points. It prints, per slowdown, how the sessions would have ended and after
 how many arms. With no slowdown it recomputes the real sessions' decisions.
 
-    python -m flows.bench.research.shifted releases/r1.yaml .sparkgate/sessions-aa/r1-vs-r1-*
+    python -m flows.research.shifted releases/r1.yaml .sparkgate/sessions-aa/r1-vs-r1-*
         [--slowdown 0 0.05 0.10] [--report-only single streams]
 
 `--report-only` replays the sessions as if their suite had said `gate: false` on those workloads
@@ -34,7 +34,7 @@ from rich.table import Table
 from flows.bench.compare import Comparison, compare_arms
 from flows.bench.ledger import Ledger, read_ledger
 from flows.bench.policy import suite_entries
-from flows.bench.report import METRICS, ArmReport, Sample, higher_is_better, read_arm
+from flows.bench.report import ArmReport, Sample, higher_is_better, read_arm
 from flows.errors import BenchError
 from flows.gates.benchmark.rules import (
     LEDGER_FILE,
@@ -44,6 +44,7 @@ from flows.gates.benchmark.rules import (
     run_session,
     session_looks,
 )
+from flows.spec.gate_policy import METRICS
 from flows.spec.release import BenchmarkGate, load_release
 from flows.ui.console import out_console
 
@@ -197,7 +198,7 @@ def _table(rows: Sequence[Replayed]) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     """Replay every session folder under the given ones at each slowdown; print the table."""
-    parser = argparse.ArgumentParser(prog="python -m flows.bench.research.shifted")
+    parser = argparse.ArgumentParser(prog="python -m flows.research.shifted")
     parser.add_argument("release", type=Path, help="the release whose gate settings decide")
     parser.add_argument("sessions", type=Path, nargs="+", help="folders of session-N folders")
     parser.add_argument("--slowdown", type=float, nargs="+", default=[0.0, 0.05, 0.07, 0.10])
