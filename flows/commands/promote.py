@@ -102,12 +102,13 @@ def promote(
     prefect_environment()
     from flows.pipeline.promote import promote_release  # noqa: PLC0415
 
+    before = _current_release(name)
     with terminate_as_interrupt():
         pointer = promote_release(
             path, by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
             shape=shape, say=_say,
         )  # fmt: skip
-    _print_current(name, pointer.current.release, pointer.current.record)
+    _print_current(name, pointer.current.release, pointer.current.record, before)
 
 
 def rollback(
@@ -123,12 +124,13 @@ def rollback(
     prefect_environment()
     from flows.pipeline.promote import rollback as roll_back  # noqa: PLC0415
 
+    before = _current_release(name)
     with terminate_as_interrupt():
         pointer = roll_back(
             by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
             say=_say,
         )  # fmt: skip
-    _print_current(name, pointer.current.release, pointer.current.record)
+    _print_current(name, pointer.current.release, pointer.current.record, before)
 
 
 def pointer_cluster(option: str | None, *, deploy: bool) -> tuple[str, Path | None]:
@@ -171,9 +173,21 @@ def _say(line: str) -> None:
     err_console.print(escape(line))
 
 
-def _print_current(cluster: str, release: str, record: str) -> None:
+def _current_release(cluster: str) -> str | None:
+    """The release a cluster's pointer names now (None: nothing promoted there yet)."""
+    from flows.pipeline.promote import read_pointer  # noqa: PLC0415
+    from flows.settings import project_root  # noqa: PLC0415
+
+    pointer = read_pointer(project_root(), cluster)
+    return pointer.current.release if pointer is not None else None
+
+
+def _print_current(cluster: str, release: str, record: str, before: str | None) -> None:
+    """The pointer now; `already` when it named this release before the command too."""
+    already = "already " if before == release else ""
     err_console.print(
-        f"[green]promoted on {escape(cluster)}: {escape(release)}[/] (record {escape(record)})"
+        f"[green]{already}promoted on {escape(cluster)}: {escape(release)}[/] "
+        f"(record {escape(record)})"
     )
 
 
