@@ -55,14 +55,9 @@ ReleaseArgument = Annotated[
 
 def release_file(release: str) -> Path:
     """A release argument as a file: the path given, else releases/NAME.yaml in the project."""
-    from flows.errors import SpecError  # noqa: PLC0415
-    from flows.settings import project_root  # noqa: PLC0415
+    from flows.names import release_path  # noqa: PLC0415
 
-    given = Path(release)
-    for candidate in (given, project_root() / "releases" / f"{release}.yaml"):
-        if candidate.is_file():
-            return candidate.resolve()
-    raise SpecError("no such release", file=release, expected="a release file or a release name")
+    return release_path(release).resolve()
 
 
 def approve(
