@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +74,15 @@ def test_every_command_takes_h_and_shows_no_type_placeholders(
         assert "Usage:" in text, command
         shown = re.findall(r"<(?:bool|str|int|float|Path|list\[[^\]]*\])>|\{[a-z_]+\}", text)
         assert not shown, (command, shown)
+
+
+def test_the_venv_puts_sparkgate_on_path() -> None:
+    """README: `source .venv/bin/activate` gives the shell this checkout's `sparkgate`."""
+    venv = Path(sys.prefix)
+    done = subprocess.run(
+        ["bash", "-c", f"source {venv}/bin/activate && command -v sparkgate && sparkgate -h"],
+        capture_output=True, text=True, check=False, cwd=ROOT, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"{venv}/bin/sparkgate"
+    assert "Usage: sparkgate [OPTIONS] COMMAND [ARGS]..." in " ".join(done.stdout.split())
