@@ -20,7 +20,9 @@ from flows.ui.console import err_console, out_console
 
 
 def calibrate(
-    release: Annotated[str, typer.Argument(help="Release file, e.g. releases/r1.yaml.")],
+    release: Annotated[
+        str, typer.Argument(help="Release name or file, e.g. r1 or releases/r1.yaml.")
+    ],
     arms: Annotated[
         int, typer.Option("--arms", help="Fresh boots of the release (n arms give n-1 gaps).")
     ] = 3,

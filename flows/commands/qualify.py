@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 
 def qualify(  # noqa: PLR0917 - typer maps parameters to options
-    release: Annotated[str, typer.Argument(help="Release file, e.g. releases/r2.yaml.")],
+    release: Annotated[
+        str, typer.Argument(help="Release name or file, e.g. r2 or releases/r2.yaml.")
+    ],
     cluster: ClusterOption = "local",
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start over instead of resuming finished gates.")
