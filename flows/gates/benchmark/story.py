@@ -287,51 +287,64 @@ def _bench_points(summary: BenchmarkSummary) -> list[PointRow]:
     ]
 
 
-CLIP_TOLERANCES = 5
-"""The plot's axis runs to this many tolerances either side (further only for a change that
-lies beyond): one wide interval no longer squeezes the band and the other rows to a line."""
+AXIS_CAP_PCT = 1000.0
+"""The plot's axis ends here: an interval running further (a session that never settled) ends
+in an arrow with its bound written beside, instead of stretching the axis for every row."""
+BAND_TOLERANCES = 5
+"""The axis reaches at least this many tolerances either side, so the band always shows."""
 
 
 def plot_limit(points: list[PointRow], tolerance: float) -> float:
-    """Half the plot's x range: a few tolerances, or just past the largest change shown."""
-    largest = max((abs(float(p.change or 0.0)) for p in points), default=0.0)
-    return max(CLIP_TOLERANCES * tolerance, 1.15 * largest, 1.0)
+    """Half the plot's x range: past every interval shown, at least a few tolerances, at most
+    `AXIS_CAP_PCT`."""
+    widest = max((max(abs(p.low or 0.0), abs(p.high or 0.0)) for p in points), default=0.0)
+    return min(max(BAND_TOLERANCES * tolerance, 1.15 * widest), AXIS_CAP_PCT)
 
 
 def plot_benchmark(summary: BenchmarkSummary, path: Path) -> Path:
     """The gated rows' changes (percent) with their 95 % intervals against the tolerance band.
 
-    The axis is clipped (`plot_limit`); an interval running past it ends in an arrow with its
-    bound written beside, so every row and the band stay readable.
+    The axis is symmetric-log (linear within the tolerance, logarithmic beyond), so a row a
+    few percent off and one a hundred percent off both read, and the band keeps its width;
+    it is clipped at `plot_limit`, where a longer interval ends in an arrow with its bound.
     """
     plt = pyplot()
     points = _bench_points(summary)
     tol = tolerance_pct(summary.tolerance)
     limit = plot_limit(points, tol)
-    fig, ax = plt.subplots(figsize=(8, 0.4 * len(points) + 2.0))
-    ax.axvspan(-tol, tol, color="grey", alpha=0.15, label=f"±{tol:g}% tolerance")
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(points) + 2.0))
+    ax.set_xscale("symlog", linthresh=max(tol, 0.1))
+    ax.axvspan(-tol, tol, color="grey", alpha=0.2, label=f"±{tol:g}% tolerance")
     ax.axvline(0, color="black", linewidth=0.8)
     seen: set[str] = set()
     for y, point in enumerate(points):
         center, low, high = float(point.change or 0), float(point.low or 0), float(point.high or 0)
         color = _COLORS.get(point.verdict, "orange")
+        center = min(max(center, -limit), limit)
         shown_low, shown_high = max(low, -limit), min(high, limit)
         label = point.verdict if point.verdict not in seen else None
         seen.add(point.verdict)
         ax.errorbar(center, y, xerr=[[center - shown_low], [shown_high - center]], fmt="o",
                     color=color, label=label)  # fmt: skip
-        for bound, edge, mark, align in ((low, -limit, "<", "left"), (high, limit, ">", "right")):
-            if (bound < edge) if mark == "<" else (bound > edge):
+        for bound, clipped, mark, align in ((low, low < -limit, "<", "left"),
+                                            (high, high > limit, ">", "right")):  # fmt: skip
+            if clipped:
+                edge = -limit if mark == "<" else limit
                 ax.plot(edge, y, marker=mark, color=color)
-                ax.annotate(f"{bound:+.0f}%", (edge, y), xytext=(0, 6),
+                ax.annotate(f"{bound:+,.0f}%", (edge, y), xytext=(0, 6),
                             textcoords="offset points", ha=align, fontsize=6)  # fmt: skip
     ax.set_xlim(-limit, limit)
+    marks = sorted(
+        {0.0, *(sign * v for v in (tol, 10, 100, 1000) if v <= limit for sign in (1, -1))}
+    )
+    ax.set_xticks(marks, [f"{v:+g}%" if v else "0" for v in marks], fontsize=7)
+    ax.minorticks_off()
     labels = [f"{p.point} {p.unit}" for p in points]
     ax.set_yticks(range(len(points)), labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("candidate change against previous, % (95% interval; axis clipped)")
+    ax.set_ylim(len(points) - 0.5, -0.5)
+    ax.set_xlabel("candidate change against previous, % (95% interval; symmetric log axis)")
     ax.set_title(f"benchmark, gated rows: {bench_headline(summary).split(';')[0]}", fontsize=9)
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     return save(plt, fig, path)
 
 
