@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from flows.bounded_read import is_file
 from flows.errors import SpecError
 from flows.settings import project_root, state_dir
 
 RELEASES = "releases"
 CLUSTERS = "config"
+SHOWN_CHARS = 80
+"""A reference longer than this is shortened in the error (a pasted blob stays one line)."""
 _CLUSTER_KIND = re.compile(r"^kind:\s*cluster\s*$", re.MULTILINE)
 
 
@@ -28,7 +31,7 @@ def looks_like_path(ref: str) -> bool:
 def _as_path(ref: str) -> Path | None:
     given = Path(ref).expanduser()
     for candidate in (given, project_root() / given):
-        if candidate.is_file():
+        if is_file(candidate):  # a name too long to look up is no file, not a traceback
             return candidate
     return None
 
@@ -57,8 +60,11 @@ def _lab_cluster() -> Path:
 
 def _miss(what: str, ref: str, known: list[str]) -> SpecError:
     listed = ", ".join(known) or "none yet"
+    shown = ref if len(ref) <= SHOWN_CHARS else f"{ref[:SHOWN_CHARS]}..."
     return SpecError(
-        f"no {what} {ref!r}", file=ref, expected=f"a {what} name ({listed}) or a {what} file path"
+        f"no {what} {shown!r}",
+        file=shown,
+        expected=f"a {what} name ({listed}) or a {what} file path",
     )
 
 
@@ -68,7 +74,7 @@ def release_path(ref: str) -> Path:
         found = _as_path(ref)
     else:
         candidate = project_root() / RELEASES / f"{ref}.yaml"
-        found = candidate if candidate.is_file() else None
+        found = candidate if is_file(candidate) else None
     if found is None:
         raise _miss("release", ref, known_releases())
     return found
@@ -80,8 +86,8 @@ def cluster_path(ref: str) -> Path:
         found = _as_path(ref)
     else:
         named = project_root() / CLUSTERS / f"{ref}.yaml"
-        found = named if named.is_file() else None
-        if found is None and ref == "lab" and _lab_cluster().is_file():
+        found = named if is_file(named) else None
+        if found is None and ref == "lab" and is_file(_lab_cluster()):
             found = _lab_cluster()
     if found is None:
         raise _miss("cluster", ref, known_clusters())

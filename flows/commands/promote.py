@@ -22,9 +22,9 @@ from rich.markup import escape
 
 from flows.commands.cluster import cluster_path, load_cluster
 from flows.commands.signals import terminate_as_interrupt
+from flows.promotion.models import DEFAULT_CLUSTER
 from flows.ui.console import err_console
 
-DEFAULT_CLUSTER = "local"  # as flows.pipeline.promote.DEFAULT_CLUSTER (no Prefect import here)
 ByOption = Annotated[str | None, typer.Option("--by", help="Who decides (default: your login).")]
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why.")]
 DeployOption = Annotated[
@@ -95,7 +95,7 @@ def promote(
     name, target = pointer_cluster(cluster, deploy=deploy)
     shape = load_cluster(cluster).shape if cluster is not None else None
     prefect_environment()
-    from flows.pipeline.promote import promote_release  # noqa: PLC0415
+    from flows.promotion.promote import promote_release  # noqa: PLC0415
 
     before = _current_release(name)
     with terminate_as_interrupt():
@@ -117,7 +117,7 @@ def rollback(
 
     name, target = pointer_cluster(cluster, deploy=deploy)
     prefect_environment()
-    from flows.pipeline.promote import rollback as roll_back  # noqa: PLC0415
+    from flows.promotion.promote import rollback as roll_back  # noqa: PLC0415
 
     before = _current_release(name)
     with terminate_as_interrupt():
@@ -157,7 +157,7 @@ def _resume(
         load_cluster(cluster)  # validated before anything is sent
         waiting_on = cluster_path(cluster).resolve()
     prefect_environment()
-    from flows.pipeline.promote import Decision, resume_paused  # noqa: PLC0415
+    from flows.promotion.paused import Decision, resume_paused  # noqa: PLC0415
 
     answer = Decision(decision=decision, by=by or getpass.getuser(), reason=reason)
     run = resume_paused(release, answer, waiting_on)
@@ -170,7 +170,7 @@ def _say(line: str) -> None:
 
 def _current_release(cluster: str) -> str | None:
     """The release a cluster's pointer names now (None: nothing promoted there yet)."""
-    from flows.pipeline.promote import read_pointer  # noqa: PLC0415
+    from flows.promotion.store import read_pointer  # noqa: PLC0415
     from flows.settings import project_root  # noqa: PLC0415
 
     pointer = read_pointer(project_root(), cluster)

@@ -8,7 +8,7 @@ folder, or a release name (its newest record).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.markdown import Markdown
@@ -16,6 +16,7 @@ from rich.table import Table
 
 from flows.errors import RecordError
 from flows.gates.registry import GATES, REGISTRY
+from flows.promotion.models import LOG_FILE, LogEntry
 from flows.record import compare as record_compare
 from flows.record.decisions import decision_of
 from flows.record.index import gate_cell, write_index
@@ -25,9 +26,6 @@ from flows.record.readme import RENDER_VERSION, render_readme
 from flows.record.verify import verify
 from flows.settings import project_root
 from flows.ui.console import err_console, out_console
-
-if TYPE_CHECKING:
-    from flows.pipeline.promote import LogEntry
 
 ExperimentsOption = Annotated[
     Path | None,
@@ -87,8 +85,6 @@ _STYLE_DECISION = {"promoted": "green", "rejected": "bold red", "awaiting": "yel
 
 def decisions_log(folder: Path) -> list[LogEntry]:
     """The promotions log kept beside the records (experiments/promotions.jsonl); none: []."""
-    from flows.pipeline.promote import LOG_FILE, LogEntry  # noqa: PLC0415 - imports Prefect
-
     path = folder / LOG_FILE.name
     if not path.is_file():
         return []

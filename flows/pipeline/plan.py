@@ -73,8 +73,9 @@ def qualification_plan(inputs: QualificationInputs, experiments: Path) -> Qualif
             detail={"folder": str(experiments / f"<date>-{release.name}")},
         ),
     ]  # fmt: skip
+    shown = [step.model_copy(update={"detail": secrets.spec(step.detail)}) for step in steps]
     return QualificationPlan(
-        release=release.name, cluster=cluster.name, shape=cluster.shape, steps=steps
+        release=release.name, cluster=cluster.name, shape=cluster.shape, steps=shown
     )
 
 

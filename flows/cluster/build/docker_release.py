@@ -19,8 +19,9 @@ from flows.cluster.build.release_image import (
 from flows.cluster.transport.docker_client import DockerEndpoint
 from flows.errors import BuildError
 from flows.lines import LineSink, silent
+from flows.spec.build import CONTROLLER
 from flows.spec.cluster import Cluster, DockerRuntime
-from flows.spec.release import CONTROLLER, Release
+from flows.spec.release import Release
 
 
 class LineProgress:

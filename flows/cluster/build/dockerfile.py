@@ -40,8 +40,9 @@ from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SpecError
 from flows.lines import LineSink
 from flows.secrets import Secrets, collect, resolve
+from flows.spec.build import CONTROLLER, IMAGE_CONTEXT, Build
 from flows.spec.cluster import Cluster, DockerRuntime
-from flows.spec.release import CONTROLLER, IMAGE_CONTEXT, Build, Release
+from flows.spec.release import Release
 
 Builder = Literal["buildx", "classic"]
 OUTPUT_TAIL = 1500

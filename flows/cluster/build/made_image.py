@@ -27,8 +27,9 @@ from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SpecError
 from flows.lines import LineSink
+from flows.spec.build import CONTROLLER, Build
 from flows.spec.cluster import Cluster
-from flows.spec.release import CONTROLLER, Build, Release
+from flows.spec.release import Release
 
 OUTPUT_TAIL = 600
 ReleaseBuild = ProcessBuild | ImageBuild

@@ -30,9 +30,10 @@ from flows.cluster.build.made_image import resumed_image, run_release
 from flows.cluster.build.release_image import ImageBuild
 from flows.cluster.runtime.factory import check_fits
 from flows.errors import SpecError
+from flows.spec.build import Build
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-from flows.spec.release import Build, Release
+from flows.spec.release import Release
 from tests.support.overlays import overlay, release_overlay
 
 ROOT = Path(__file__).resolve().parents[3]

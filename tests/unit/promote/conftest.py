@@ -1,6 +1,6 @@
 """Promotion unit tests: a private project root with records written as record.json files.
 
-`flows.pipeline.promote` imports Prefect, so the project's Prefect environment is fixed first;
+`flows.promotion` imports Prefect, so the project's Prefect environment is fixed first;
 no server is started by these tests (nothing here pauses or resumes a run).
 """
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from flows.cli import main
-from flows.pipeline import promote
+from flows.promotion import promote
 
 from .conftest import DIGEST, GATE_NAMES, stage
 

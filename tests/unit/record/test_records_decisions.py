@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from flows.pipeline.promote import LogEntry
+from flows.promotion.models import LogEntry
 from flows.record.decisions import decision_of
 from flows.record.reader import list_records
 
