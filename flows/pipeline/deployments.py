@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from prefect import flow
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
 from pydantic import Field
 
-from flows.errors import SpecError
+from flows.errors import SparkgateError, SpecError
 from flows.pipeline.qualify import QualifyOutcome, qualify_flow
+from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.schedule import SpecName
 from flows.promotion.flow import promote_flow
 from flows.settings import project_root
@@ -41,7 +44,7 @@ def resolve_spec(ref: str, folder: str) -> Path:
 @flow(name="nightly-qualification", validate_parameters=True)
 def nightly_qualification(
     release: Name, cluster: Name = "local", fresh: bool = False, wait: bool = False
-) -> QualifyOutcome:
+) -> QualifyOutcome | State[Any]:
     """Qualify a named release on a named cluster: the scheduled deployment's flow.
 
     By default a passing release ends "qualified, awaiting promotion" and the promotion
@@ -51,13 +54,24 @@ def nightly_qualification(
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
 
-    release_file = resolve_spec(release, "releases")
-    cluster_file = resolve_spec(cluster, "config")
-    chosen = load_release(release_file)
-    load_previous(release_file, chosen)
-    load_model(cluster_file, Cluster)
+    label_current_run(f"nightly qualify {release} on {cluster}", nightly_tags(release, cluster))
+    try:
+        release_file = resolve_spec(release, "releases")
+        cluster_file = resolve_spec(cluster, "config")
+        chosen = load_release(release_file)
+        previous = load_previous(release_file, chosen)
+        target = load_model(cluster_file, Cluster)
+    except SparkgateError as error:  # one line in the run's state, the notification and the UI
+        return Failed(message=f"nightly qualification of {release} on {cluster}: {error}")
+    title = run_title("nightly qualify", chosen, target)
+    label_current_run(title, run_tags(chosen, previous, target))
     # Called as a subflow, a qualification that ends Failed raises: what returns is the outcome.
-    return qualify_flow(str(release_file), str(cluster_file), fresh, wait)  # type: ignore[return-value]
+    return qualify_flow(str(release_file), str(cluster_file), fresh, wait)
+
+
+def nightly_tags(release: str, cluster: str) -> list[str]:
+    """The tags a nightly run has before its specs load: the names it was given."""
+    return [f"release:{release}", f"cluster:{cluster}"]
 
 
 @flow(name="promotion", validate_parameters=True)

@@ -2,8 +2,10 @@
 
 A promotion gate that pauses silently waits a day for nobody. `sparkgate notify URL` saves the
 URL as a Prefect Webhook block and creates (or replaces) one automation on the server: when a
-`qualify-release` run pauses for approval, fails or crashes, the server posts a JSON body naming
-the run, its release (from the run's `release:` tag), its state and message, and the run's URL.
+`qualify-release` run (or a nightly parent) pauses for approval, fails or crashes, the server
+posts a JSON body naming the run, its release and cluster (from the run's tags), its state,
+the verdict and benchmark headline the run labelled itself with, a one-line message, and the
+run's URL in the UI.
 Automations run on a Prefect server (`prefect server start`, PREFECT_API_URL), not on the
 embedded one that lives only as long as one command.
 
@@ -24,27 +26,99 @@ from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 from uuid import UUID
 
+import httpx
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 
 AUTOMATION_NAME = "sparkgate: a qualification needs a person"
 BLOCK_NAME = "sparkgate-notify"
-FLOW_NAME = "qualify-release"
+FLOW_NAMES = ("qualify-release", "nightly-qualification")
 STATES = ("Paused", "Failed", "Crashed")
+VERDICT_LABEL = "sparkgate.verdict"
+HEADLINE_LABEL = "sparkgate.headline"
+WAITING = "waiting for a decision"
 
-PAYLOAD = """{% set found = namespace(release="") -%}
+_PAYLOAD = """{% set found = namespace(release="", cluster="") -%}
 {% for tag in flow_run.tags %}{% if tag.startswith("release:") -%}
-{% set found.release = tag[8:] %}{% endif %}{% endfor -%}
+{% set found.release = tag[8:] %}{% elif tag.startswith("cluster:") -%}
+{% set found.cluster = tag[8:] %}{% endif %}{% endfor -%}
+{% set labels = flow_run.labels or {} -%}
+{% set verdict = labels.get("VERDICT_LABEL") or "" -%}
+{% set headline = labels.get("HEADLINE_LABEL") or "" -%}
+{% set said = flow_run.state.message or "" -%}
+{% if not said and flow_run.state.name == "Paused" -%}
+{% set said = (found.release ~ " " ~ (verdict or "passed") ~ ", WAITING: sparkgate approve "
+   ~ found.release ~ " -c " ~ found.cluster ~ " | sparkgate reject " ~ found.release ~ " -c "
+   ~ found.cluster ~ " --reason TEXT") -%}
+{% elif not said -%}
+{% set said = (found.release or flow_run.name) ~ " " ~ flow_run.state.name | lower -%}
+{% endif -%}
+{% if headline -%}{% set said = said ~ "; benchmark: " ~ headline %}{% endif -%}
 {
   "source": "sparkgate",
   "run": {{ flow_run.name | tojson }},
   "release": {{ found.release | tojson }},
+  "cluster": {{ found.cluster | tojson }},
   "tags": {{ flow_run.tags | list | tojson }},
   "state": {{ flow_run.state.name | tojson }},
-  "message": {{ (flow_run.state.message or "") | tojson }},
-  "url": {{ (flow_run | ui_url) | tojson }}
+  "verdict": {{ verdict | tojson }},
+  "benchmark": {{ headline | tojson }},
+  "message": {{ said | tojson }},
+  "url": {{ ((flow_run | ui_url) or ("UI_BASE/runs/flow-run/" ~ flow_run.id)) | tojson }}
 }"""
-"""The webhook body, a Jinja template the server renders for the run that triggered it."""
+
+
+def payload(ui_base: str) -> str:
+    """The webhook body, a Jinja template the server renders for the run that triggered it.
+
+    The message is the state's (a failure's verdict), or for a pause the verdict with the
+    commands that decide; the benchmark's headline follows when the run labelled one. The URL is
+    the server's own UI link, or, when the server does not know its UI address (PREFECT_UI_URL
+    unset where it runs, the usual case), the run's page under `ui_base`, the UI address the
+    `notify` command saw.
+    """
+    return (
+        _PAYLOAD.replace("VERDICT_LABEL", VERDICT_LABEL)
+        .replace("HEADLINE_LABEL", HEADLINE_LABEL)
+        .replace("WAITING", WAITING)
+        .replace("UI_BASE", ui_base.rstrip("/").replace('"', "%22"))
+    )
+
+
+def ui_base() -> str:
+    """The UI address of the server this client talks to (PREFECT_UI_URL, else from the API's)."""
+    from prefect.settings import get_current_settings  # noqa: PLC0415
+
+    settings = get_current_settings()
+    return str(settings.ui_url or str(settings.api.url or "").removesuffix("/api"))
+
+
+def label_verdict(verdict: str, headline: str) -> None:
+    """Label the running flow run (and its parent, a nightly run) with the verdict and the
+    benchmark headline, so a notification of its pause or failure can say them; nothing outside
+    a flow run."""
+    from prefect.client.orchestration import get_client  # noqa: PLC0415
+    from prefect.context import FlowRunContext  # noqa: PLC0415
+
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    labels: dict[str, str | int | float | bool] = {VERDICT_LABEL: verdict}
+    if headline:
+        labels[HEADLINE_LABEL] = headline
+    run = context.flow_run
+    try:
+        with get_client(sync_client=True) as client:
+            client.update_flow_run_labels(run.id, labels)
+            if run.parent_task_run_id is not None:  # a nightly run's qualification: its parent
+                parent = client.read_task_run(run.parent_task_run_id).flow_run_id
+                if parent is not None:
+                    client.update_flow_run_labels(parent, labels)
+    except (OSError, httpx.HTTPError) as error:  # a notification loses detail, the run goes on
+        from prefect.logging import get_run_logger  # noqa: PLC0415
+
+        get_run_logger().warning("could not label the run with its verdict: %s", error)
 
 
 def url_problem(url: str, resolve: Callable[[str], Iterable[str]] | None = None) -> str | None:
@@ -105,11 +179,14 @@ def install_notifications(url: str, *, allow_private: bool = False) -> UUID:
         trigger=EventTrigger(
             expect={f"prefect.flow-run.{state}" for state in STATES},
             match={"prefect.resource.id": "prefect.flow-run.*"},
-            match_related={"prefect.resource.role": "flow", "prefect.resource.name": FLOW_NAME},
+            match_related={
+                "prefect.resource.role": "flow",
+                "prefect.resource.name": list(FLOW_NAMES),
+            },
             posture=Posture.Reactive,
             threshold=1,
         ),
-        actions=[CallWebhook(block_document_id=block_id, payload=PAYLOAD)],
+        actions=[CallWebhook(block_document_id=block_id, payload=payload(ui_base()))],
     ).create()
     if not isinstance(created, Automation) or created.id is None:  # sync call: an Automation
         raise RuntimeError("the server returned no automation")

@@ -20,11 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.compare import SessionDecision
 from flows.gates.base import GateResult
+from flows.gates.benchmark.story import bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.artifacts import publish_benchmark, publish_record
 from flows.pipeline.events import StageClock, observer_of_run
 from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.inputs import inputs_for
+from flows.pipeline.notify import label_verdict
 from flows.pipeline.prelude import prepared_cluster, versions
 from flows.pipeline.previous import benchmarked_previous, require_previous
 from flows.pipeline.quiet_logs import quiet_failed_states
@@ -101,6 +103,7 @@ def qualify_flow(
     if points is not None:
         publish_benchmark(release.name, points)
     stages.finished("record", "passed", str(published))
+    label_verdict(text, bench_headline(points) if points is not None else "")
     outcome = QualifyOutcome(
         release=release.name,
         verdict=text,
