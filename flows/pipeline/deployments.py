@@ -20,6 +20,7 @@ from prefect.states import Failed
 from pydantic import Field
 
 from flows.errors import SparkgateError, SpecError
+from flows.pipeline.notify import NIGHTLY_FAILED
 from flows.pipeline.qualify import QualifyOutcome, qualify_flow
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.schedule import SpecName
@@ -49,6 +50,9 @@ def nightly_qualification(
 
     By default a passing release ends "qualified, awaiting promotion" and the promotion
     deployment (or `sparkgate promote`) decides later; `wait=True` pauses for the UI's form.
+    The run is named and tagged like a qualification (`nightly qualify r2 on local (tp2-local)`,
+    `release:`, `previous:`, `cluster:`, `shape:`); a name that loads no spec ends it Failed
+    with one line naming the file and key (announced by `sparkgate notify`'s automation).
     """
     from flows.spec.cluster import Cluster  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
@@ -62,7 +66,8 @@ def nightly_qualification(
         previous = load_previous(release_file, chosen)
         target = load_model(cluster_file, Cluster)
     except SparkgateError as error:  # one line in the run's state, the notification and the UI
-        return Failed(message=f"nightly qualification of {release} on {cluster}: {error}")
+        said = "; ".join(str(error).splitlines())
+        return Failed(message=f"{NIGHTLY_FAILED} {release} on {cluster}: {said}")
     title = run_title("nightly qualify", chosen, target)
     label_current_run(title, run_tags(chosen, previous, target))
     # Called as a subflow, a qualification that ends Failed raises: what returns is the outcome.

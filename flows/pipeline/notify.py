@@ -33,7 +33,13 @@ _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1:
 
 AUTOMATION_NAME = "sparkgate: a qualification needs a person"
 BLOCK_NAME = "sparkgate-notify"
-FLOW_NAMES = ("qualify-release", "nightly-qualification")
+NIGHTLY_AUTOMATION_NAME = "sparkgate: a nightly run failed before its qualification"
+QUALIFY_FLOW = "qualify-release"
+NIGHTLY_FLOW = "nightly-qualification"
+NIGHTLY_FAILED = "nightly qualification of"
+NIGHTLY_OWN = {"prefect.state-message": f"{NIGHTLY_FAILED} *"}
+"""A nightly parent's own failure (a name that loads no spec); when its qualification fails,
+that run is announced, and the parent, failing with it, is not announced twice."""
 STATES = ("Paused", "Failed", "Crashed")
 VERDICT_LABEL = "sparkgate.verdict"
 HEADLINE_LABEL = "sparkgate.headline"
@@ -165,28 +171,50 @@ def _resolve(host: str) -> list[str]:
 
 
 def install_notifications(url: str, *, allow_private: bool = False) -> UUID:
-    """Save the webhook block and create the automation, replacing an earlier one; its id."""
-    from prefect.automations import Automation, CallWebhook, EventTrigger  # noqa: PLC0415
+    """Save the webhook block and create the automations, replacing earlier ones; the id of the
+    qualification's (the nightly parent's own failures have one of their own)."""
     from prefect.blocks.webhook import Webhook  # noqa: PLC0415
-    from prefect.events.schemas.automations import Posture  # noqa: PLC0415
 
     webhook = Webhook(method="POST", url=url, allow_private_urls=allow_private)
     block_id = webhook.save(BLOCK_NAME, overwrite=True)
+    if not isinstance(block_id, UUID):  # sync call: the saved block's id
+        raise RuntimeError("the server returned no block id")
     _delete_existing()
+    body = payload(ui_base())
+    created = _create(
+        AUTOMATION_NAME, QUALIFY_FLOW, states=STATES, match={}, block_id=block_id, body=body
+    )
+    _create(
+        NIGHTLY_AUTOMATION_NAME, NIGHTLY_FLOW, states=("Failed",), match=NIGHTLY_OWN,
+        block_id=block_id, body=body,
+    )  # fmt: skip
+    return created
+
+
+def _create(
+    name: str,
+    flow: str,
+    *,
+    states: tuple[str, ...],
+    match: dict[str, str],
+    block_id: UUID,
+    body: str,
+) -> UUID:
+    """One automation: post `body` when a run of `flow` enters one of `states`."""
+    from prefect.automations import Automation, CallWebhook, EventTrigger  # noqa: PLC0415
+    from prefect.events.schemas.automations import Posture  # noqa: PLC0415
+
     created = Automation(
-        name=AUTOMATION_NAME,
-        description="Post to the sparkgate webhook when a qualification pauses or fails.",
+        name=name,
+        description=f"Post to the sparkgate webhook when a {flow} run is {', '.join(states)}.",
         trigger=EventTrigger(
-            expect={f"prefect.flow-run.{state}" for state in STATES},
-            match={"prefect.resource.id": "prefect.flow-run.*"},
-            match_related={
-                "prefect.resource.role": "flow",
-                "prefect.resource.name": list(FLOW_NAMES),
-            },
+            expect={f"prefect.flow-run.{state}" for state in states},
+            match={"prefect.resource.id": "prefect.flow-run.*", **match},
+            match_related={"prefect.resource.role": "flow", "prefect.resource.name": flow},
             posture=Posture.Reactive,
             threshold=1,
         ),
-        actions=[CallWebhook(block_document_id=block_id, payload=payload(ui_base()))],
+        actions=[CallWebhook(block_document_id=block_id, payload=body)],
     ).create()
     if not isinstance(created, Automation) or created.id is None:  # sync call: an Automation
         raise RuntimeError("the server returned no automation")
@@ -198,5 +226,6 @@ def _delete_existing() -> None:
     from prefect.client.orchestration import get_client  # noqa: PLC0415
 
     with get_client(sync_client=True) as client:
-        for found in client.read_automations_by_name(AUTOMATION_NAME):
-            client.delete_automation(found.id)
+        for name in (AUTOMATION_NAME, NIGHTLY_AUTOMATION_NAME):
+            for found in client.read_automations_by_name(name):
+                client.delete_automation(found.id)

@@ -1,9 +1,12 @@
-"""A qualification that fails is announced: a real server's automation posts to a local webhook.
+"""A qualification that pauses or fails is announced: a real server's automation posts to a
+local webhook, with a one-line message and the run's UI link.
 
-`sparkgate notify URL --allow-private` against a real `prefect server start`; then a flow named
-like the qualification flow, tagged as one, fails in another process. The server's triggers see
-the failure event and its actions post the rendered body to the receiver here, naming the run,
-the release and the state, with the run's URL.
+`sparkgate notify URL --allow-private` against a real `prefect server start`; then flows named
+like the qualification flow, tagged as one, fail or pause in another process (a run started
+from a terminal), and the nightly deployment's flow fails on a release name that loads no
+spec. The server's triggers see each event and its actions post the rendered body to the
+receiver here, naming the run, the release, the state and the verdict, with the benchmark
+headline the run labelled itself with and the run's URL.
 """
 
 from __future__ import annotations
@@ -34,6 +37,28 @@ def qualify() -> None:
 
 with tags("release:r9", "cluster:local"):
     qualify.with_options(flow_run_name="qualify r9 on local (tp2-local)")(return_state=True)
+"""
+
+HEADLINE = "4 gated at 3%: 4 faster; largest prefill/512 prefill_tps +12.0% [+10.1, +13.9] faster"
+
+PAUSING_QUALIFICATION = f"""
+from prefect import flow, tags
+from prefect.flow_runs import pause_flow_run
+from flows.pipeline.notify import label_verdict
+
+@flow(name="qualify-release")
+def qualify() -> None:
+    label_verdict("qualified", {HEADLINE!r})
+    pause_flow_run(timeout=5, poll_interval=1)
+
+with tags("release:r8", "cluster:local"):
+    qualify.with_options(flow_run_name="qualify r8 on local (tp2-local)")(return_state=True)
+"""
+
+NIGHTLY_WITH_A_BAD_RELEASE = """
+from flows.pipeline.deployments import nightly_qualification
+
+nightly_qualification(release="nosuch", return_state=True)
 """
 
 
@@ -69,41 +94,87 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver(prefect_api: Server) -> Iterator[Receiver]:
+    """A receiver that `sparkgate notify` made the session's server post to."""
     with Receiver() as running:
+        notify = subprocess.run(
+            [sys.executable, "-m", "flows", "notify", running.url, "--allow-private"],
+            env=prefect_api.env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+            check=False,
+        )  # fmt: skip
+        assert notify.returncode == 0, notify.stdout + notify.stderr + prefect_api.tails()
+        assert "posts to" in notify.stderr
         yield running
+
+
+def _posted(server: Server, receiver: Receiver, run: str, state: str) -> dict[str, Any]:
+    """The body posted for run `run` entering `state` (waits up to 2 min)."""
+
+    def found() -> dict[str, Any] | None:
+        return next(
+            (b for b in receiver.bodies if b.get("run") == run and b.get("state") == state), None
+        )
+
+    return wait_until(found, 120, f"the webhook post for {run} {state}", interval_s=1,
+                      detail=lambda: f"{receiver.bodies}\n{server.tails()}")  # fmt: skip
+
+
+def _a_run_link(server: Server, body: dict[str, Any]) -> None:
+    url = body["url"]
+    assert isinstance(url, str), body
+    assert url.startswith(f"{server.ui}/runs/flow-run/"), body
 
 
 def test_a_failed_qualification_posts_release_state_and_url(
     prefect_api: Server, receiver: Receiver
 ) -> None:
-    notify = subprocess.run(
-        [sys.executable, "-m", "flows", "notify", receiver.url, "--allow-private"],
-        env=prefect_api.env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert notify.returncode == 0, notify.stdout + notify.stderr + prefect_api.tails()
-    assert "posts to" in notify.stderr
     failed = subprocess.run(
         [sys.executable, "-c", FAILING_QUALIFICATION],
         env=prefect_api.env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert "Finished in state Failed" in failed.stdout + failed.stderr, failed.stderr
 
-    wait_until(lambda: bool(receiver.bodies), 120, "the webhook post", interval_s=1,
-               detail=prefect_api.tails)  # fmt: skip
-    body = receiver.bodies[0]
+    body = _posted(prefect_api, receiver, "qualify r9 on local (tp2-local)", "Failed")
     assert body["source"] == "sparkgate"
-    assert body["release"] == "r9"
-    assert body["run"] == "qualify r9 on local (tp2-local)"
-    assert body["state"] == "Failed"
+    assert (body["release"], body["cluster"]) == ("r9", "local")
     assert "slower beyond 3%" in body["message"]
     assert "release:r9" in body["tags"]
-    assert isinstance(body["url"], str)
+    _a_run_link(prefect_api, body)
 
 
-def test_notify_refuses_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.cli import main  # noqa: PLC0415
+def test_a_paused_qualification_posts_its_verdict_headline_and_url(
+    prefect_api: Server, receiver: Receiver
+) -> None:
+    paused = subprocess.run(
+        [sys.executable, "-c", PAUSING_QUALIFICATION],
+        env=prefect_api.env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert "Finished in state Failed" in paused.stdout + paused.stderr, paused.stderr
+    run = "qualify r8 on local (tp2-local)"
+    body = _posted(prefect_api, receiver, run, "Paused")
+    assert body["message"] == (
+        "r8 qualified, waiting for a decision: sparkgate approve r8 -c local | "
+        f"sparkgate reject r8 -c local --reason TEXT; benchmark: {HEADLINE}"
+    )
+    assert (body["verdict"], body["benchmark"]) == ("qualified", HEADLINE)
+    _a_run_link(prefect_api, body)
+    expired = _posted(prefect_api, receiver, run, "Failed")  # nobody decided within 5 s
+    assert expired["message"].endswith(f"; benchmark: {HEADLINE}"), expired
+    assert expired["url"] == body["url"]
 
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    assert main(["notify", "http://127.0.0.1:9/hook"]) == 2
-    assert main(["notify", "ftp://example.invalid/hook"]) == 2
+
+def test_a_nightly_run_with_a_bad_release_posts_one_line(
+    prefect_api: Server, receiver: Receiver
+) -> None:
+    nightly = subprocess.run(
+        [sys.executable, "-c", NIGHTLY_WITH_A_BAD_RELEASE],
+        env=prefect_api.env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert "Finished in state Failed" in nightly.stdout + nightly.stderr, nightly.stderr
+    assert "Traceback" not in nightly.stdout + nightly.stderr, nightly.stderr
+    body = _posted(prefect_api, receiver, "nightly qualify nosuch on local", "Failed")
+    assert body["message"].startswith("nightly qualification of nosuch on local: "), body
+    assert "'nosuch': no such file" in body["message"]
+    assert "\n" not in body["message"]
+    assert {"release:nosuch", "cluster:local"} <= set(body["tags"])
+    _a_run_link(prefect_api, body)
