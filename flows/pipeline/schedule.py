@@ -49,10 +49,18 @@ def slot_name(cluster: str) -> str:
 
 
 def server_mode() -> bool:
-    """True when PREFECT_API_URL names a server (embedded mode leaves it unset)."""
+    """True when PREFECT_API_URL names a server other than this run's embedded one.
+
+    The embedded server's URL is in the settings too (every Prefect call must reach it), so the
+    URL alone does not tell the modes apart: without this check an embedded run took a slot on
+    its own server, which died with a killed run and left the slot taken in the database.
+    """
     from prefect.settings import get_current_settings  # noqa: PLC0415
 
-    return bool(get_current_settings().api.url)
+    from flows.pipeline.embedded import embedded_url  # noqa: PLC0415
+
+    url = get_current_settings().api.url
+    return bool(url) and url != embedded_url()
 
 
 def slot_wait_s() -> float:
