@@ -22,9 +22,9 @@ One server per run, and every Prefect call reaches it: Prefect's settings contex
 (a context variable); a thread without one (a pool worker, Prefect's own log and event workers)
 fell back to the process-global settings made at import, found no API URL and started a
 temporary server of its own, without the secret, on the same database. So the URL and the
-secret are put in this process's environment and its global settings while the server runs,
-and `flows.settings.prefect_environment()` turns Prefect's temporary servers off: a call that
-still finds no URL fails instead of starting one.
+secret are put in Prefect's process-global settings too while the server runs, and
+`flows.settings.prefect_environment()` turns Prefect's temporary servers off: a call that still
+finds no URL fails instead of starting one.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
         _write_private(key, secret + "\n")  # before the advert: whoever finds the URL finds it
         write_text(advert, url + "\n")
         with (
-            _environment({ENV_URL: url, ENV_SECRET: secret}),
+            _global_settings({ENV_URL: url, ENV_SECRET: secret}),
             temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: secret}),
         ):
             _embedded.append(url)
@@ -120,26 +120,32 @@ def embedded_url() -> str | None:
 
 
 @contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """`values` for every thread of this process, the previous ones back after.
+def _global_settings(values: dict[str, str]) -> Iterator[None]:
+    """`values` in Prefect's process-global settings (every thread's fallback), for a while.
 
-    A thread without a settings context of its own gets Prefect's process-global one, made from
-    the environment when prefect was imported; it is made again from the environment here.
+    Prefect makes them from the environment; the environment holds `values` only while they are
+    made, so the processes a run starts (build commands, ranks) inherit neither URL nor secret.
     """
     from prefect.context import refresh_global_settings_context  # noqa: PLC0415
 
     before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    refresh_global_settings_context()
+    try:
+        os.environ.update(values)
+        refresh_global_settings_context()
+    finally:
+        _restore(before)
     try:
         yield
     finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         refresh_global_settings_context()
+
+
+def _restore(before: dict[str, str | None]) -> None:
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @contextlib.contextmanager

@@ -91,6 +91,32 @@ def ensure_slot(name: str) -> None:
                 )
 
 
+def release_slot(cluster: str) -> int:
+    """Give the cluster's slot back whoever holds it (`cluster unlock --force`); how many slots
+    were taken. 0 in embedded mode and when the limit does not exist.
+
+    A holder that died has its lease repossessed by the server within about LEASE_S; this is for
+    the operator who knows the holder is gone (or stopped) and will not wait.
+    """
+    if not server_mode():
+        return 0
+    from prefect.client.orchestration import get_client  # noqa: PLC0415
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate  # noqa: PLC0415
+    from prefect.exceptions import ObjectNotFound  # noqa: PLC0415
+
+    name = slot_name(cluster)
+    with get_client(sync_client=True) as client:
+        try:
+            taken = client.read_global_concurrency_limit_by_name(name).active_slots
+        except ObjectNotFound:
+            return 0
+        if taken:
+            client.update_global_concurrency_limit(
+                name, GlobalConcurrencyLimitUpdate(active_slots=0)
+            )
+    return taken
+
+
 @contextmanager
 def cluster_slot(cluster: str, *, wait_s: float | None = None) -> Iterator[str | None]:
     """Hold the cluster's slot in server mode (yields its name); embedded mode yields None.
