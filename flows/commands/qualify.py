@@ -19,7 +19,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
+from flows.commands.cluster import ClusterOption, JsonOption, cluster_path
 from flows.errors import GateFailedError, InconclusiveError, SparkgateError
 from flows.stages import STAGE_TITLES
 from flows.ui.console import err_console, out_console
@@ -58,24 +58,19 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     inconclusive (its noise allowed no decision: never a pass). With --plan, prints what it
     would do and exits 0, touching nothing.
     """
-    from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
+    from flows.pipeline.inputs import given_inputs, load_inputs  # noqa: PLC0415
     from flows.pipeline.plan import qualification_plan  # noqa: PLC0415
     from flows.pipeline.previous import require_previous  # noqa: PLC0415
     from flows.settings import prefect_environment, project_root  # noqa: PLC0415
-    from flows.spec.release import load_previous, load_release  # noqa: PLC0415
     from flows.ui.board import StageBoard  # noqa: PLC0415
 
-    spec = load_cluster(cluster)
-    chosen = load_release(release)
-    check_fits(spec, chosen)
-    previous = load_previous(release, chosen)
+    inputs = load_inputs(Path(release), cluster_path(cluster))
+    chosen, spec = inputs.release, inputs.cluster
     experiments = project_root() / "experiments"
     if plan:
-        _print_plan(
-            qualification_plan(Path(release), chosen, previous, spec, experiments), as_json=as_json
-        )
+        _print_plan(qualification_plan(inputs, experiments), as_json=as_json)
         return
-    require_previous(experiments, Path(release), chosen, previous, spec)
+    require_previous(experiments, inputs.release_file, chosen, inputs.previous, spec)
     prefect_environment()
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
     from flows.pipeline.events import current_observer  # noqa: PLC0415
@@ -84,10 +79,10 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
 
     title = f"qualify {chosen.name} on {spec.name}"
     with prefect_backend(state_dir() / "prefect"), StageBoard(err_console, title) as board:
-        token = current_observer.set(board)
+        token, handed = current_observer.set(board), given_inputs.set(inputs)
         try:
             state = qualify_flow(
-                str(Path(release).resolve()), str(cluster_path(cluster).resolve()), fresh,
+                str(inputs.release_file.resolve()), str(inputs.cluster_file.resolve()), fresh,
                 not no_wait,
                 return_state=True,
             )  # fmt: skip
@@ -100,6 +95,7 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
             )
             raise
         finally:
+            given_inputs.reset(handed)
             current_observer.reset(token)
     outcome = _outcome(chosen.name, state)
     if as_json:

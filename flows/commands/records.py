@@ -15,8 +15,9 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from flows.errors import RecordError
+from flows.gates.registry import GATES, REGISTRY
 from flows.record import compare as record_compare
-from flows.record.index import GATES, gate_cell, write_index
+from flows.record.index import gate_cell, write_index
 from flows.record.model import README_FILE
 from flows.record.reader import broken_records, find_record, list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme
@@ -57,7 +58,7 @@ def records(
     """List every record: date, release, previous, each gate's verdict and headline numbers."""
     folder = _experiments(experiments)
     if brief:
-        from flows.pipeline.aa_ledger import CALIBRATION_DIR  # noqa: PLC0415
+        from flows.record.aa_ledger import CALIBRATION_DIR  # noqa: PLC0415
         from flows.record.brief import brief_lines  # noqa: PLC0415
 
         calibrations = list_records(folder / CALIBRATION_DIR)
@@ -74,12 +75,6 @@ def records(
 
 WIDE_COLUMNS = 140
 """Below this terminal width the table shows each gate's outcome word, not its headline."""
-SHORT_GATE_NAMES = {
-    "release_tests": "tests",
-    "determinism": "determ.",
-    "cold_boots": "cold",
-    "benchmark": "bench",
-}
 
 
 def records_table(folder: Path, *, wide: bool) -> Table:
@@ -88,7 +83,7 @@ def records_table(folder: Path, *, wide: bool) -> Table:
     if wide:
         columns = ["date", "record", "release", "previous", *GATES, "verdict"]
     else:
-        columns = ["record", "previous", *(SHORT_GATE_NAMES.get(g, g) for g in GATES), "verdict"]
+        columns = ["record", "previous", *(gate.story.short for gate in REGISTRY), "verdict"]
     for column in columns:
         # a record name is never wrapped; words are wrapped whole, never cut
         table.add_column(

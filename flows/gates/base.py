@@ -1,11 +1,12 @@
 """What every gate is, gets and returns, so the qualify flow can run, persist and resume them alike.
 
 A gate is an object of the `Gate` shape: its name and title, the pydantic models of its settings
-and of its summary, `inputs` (what it needs from earlier gates and earlier records) and `run`,
-which does the gate's I/O under `flows.gates.harness.run_gate` and returns a `GateVerdict`. The
-harness adds timing, the file listing and boot-failure evidence and returns a `GateResult`
-whose summary is the gate's typed model. Gates never import Prefect: the flow wraps them in
-tasks, caches their results and writes them into the record.
+and of its summary, its `story` (how the record renders, compares, plots and recomputes it),
+`plan` (what it would do, for `qualify --plan`), `inputs` (what it needs from earlier gates and
+earlier records) and `run`, which does the gate's I/O under `flows.gates.harness.run_gate` and
+returns a `GateVerdict`. The harness adds timing, the file listing and boot-failure evidence and
+returns a `GateResult` whose summary is the gate's typed model. Gates never import Prefect: the
+flow wraps them in tasks, caches their results and writes them into the record.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.transport.base import Transport
+from flows.gates.plan import PlanContext, PlanStep
+from flows.gates.story import GateStory
 from flows.gates.summaries import GateSummary, summary_as
 from flows.lines import LineSink, silent
 from flows.spec.cluster import Cluster
@@ -95,12 +98,24 @@ class GateContext:
     )
 
 
+@dataclass(frozen=True)
+class PreviousOutputs:
+    """The previous release's per-prompt determinism hashes and the record they come from.
+
+    Everything the determinism gate needs of the previous record, handed over by `History`, so
+    the gate compares with it and keeps a copy naming it without reading records itself.
+    """
+
+    record: str | None = field(metadata={"doc": "the record's folder name (None: not known)"})
+    hashes: dict[str, Any]
+
+
 class History(Protocol):
     """What gates may read of earlier records (the pipeline supplies it; gates never read
     records themselves, so `flows.record` depends on the gates and not the other way)."""
 
-    def previous_hashes(self, context: GateContext) -> dict[str, Any] | None:
-        """The previous release's per-prompt determinism hashes, from its newest record."""
+    def previous_outputs(self, context: GateContext) -> PreviousOutputs | None:
+        """The previous release's determinism hashes, from its newest record of this shape."""
         ...
 
     def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:
@@ -136,6 +151,12 @@ class Gate(Protocol[SettingsT_contra, InputsT]):
         """How a boot that fails inside the gate is reported (`<this>: <error>`)."""
         ...
 
+    @property
+    def story(self) -> GateStory:
+        """What the record says of the gate: README section, tables, compare rows, plots, the
+        recompute step (`flows.gates.story`)."""
+        ...
+
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History
     ) -> InputsT:
@@ -146,6 +167,10 @@ class Gate(Protocol[SettingsT_contra, InputsT]):
         self, context: GateContext, settings: SettingsT_contra, inputs: InputsT, files: GateFiles
     ) -> GateVerdict:
         """Do the gate's work, writing raw files through `files`; the verdict."""
+        ...
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What it would do on which node, touching nothing (`sparkgate qualify --plan`)."""
         ...
 
 

@@ -2,7 +2,8 @@
 
 A gate earns its place by its position: later gates may read earlier ones' results (cold boots
 reads the determinism hashes) and a failure stops the loop, so cheaper and more basic proofs run
-first. `flows.gates.summaries.GATE_NAMES` lists the same names for the record (a test checks).
+first. Everything that names the gates (stages, the record's index and README, compare, verify,
+the plan) loops over this list.
 """
 
 from __future__ import annotations

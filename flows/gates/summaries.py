@@ -1,7 +1,8 @@
 """Every gate's summary as one typed union, told apart by its `gate` field.
 
 `GateResult.summary` and the record's copy of it are a `GateSummary`: the record code reads
-fields, never string keys. Adding a gate adds its summary model here (see `flows.gates`).
+fields, never string keys. Adding a gate adds its summary model here (see `flows.gates`); the
+order of the gates is the registry's (`flows.gates.registry`), the one list of them.
 """
 
 from __future__ import annotations
@@ -20,16 +21,6 @@ GateSummary = Annotated[
     | CalibrationSummary,
     Field(discriminator="gate"),
 ]  # fmt: skip
-# The qualification gates in flow order, by their summaries (the registry's order; a test checks).
-GATE_SUMMARIES: tuple[type[BaseModel], ...] = (
-    ReleaseTestsSummary,
-    DeterminismSummary,
-    ColdBootsSummary,
-    BenchmarkSummary,
-)
-GATE_NAMES: tuple[str, ...] = tuple(
-    str(model.model_fields["gate"].default) for model in GATE_SUMMARIES
-)
 S = TypeVar("S", bound=BaseModel)
 
 

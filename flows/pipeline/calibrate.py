@@ -1,6 +1,6 @@
 """A/A calibration: one release booted fresh in every arm, its n-1 gaps kept in a record.
 
-The benchmark gate can bound boot-to-boot noise only with past A/A gaps (flows.pipeline.aa_ledger
+The benchmark gate can bound boot-to-boot noise only with past A/A gaps (flows.record.aa_ledger
 reads them from records); `sparkgate calibrate` measures them on purpose and publishes them as a
 calibration record (experiments/calibration/<date>-<release>), which every later qualification
 of the same cluster shape and suite pools. The gaps are Helmert contrasts of the arms' log means
@@ -20,21 +20,22 @@ from pydantic import BaseModel, ConfigDict
 
 from flows.bench.ledger import boot_noise, helmert_gaps, write_ledger
 from flows.bench.report import ArmReport
+from flows.cluster.runtime.factory import check_fits
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark.summary import CalibrationSummary
-from flows.pipeline.aa_ledger import (
+from flows.pipeline.events import observer_of_run
+from flows.pipeline.prelude import prepared_cluster, versions
+from flows.pipeline.previous import as_qualified
+from flows.pipeline.quiet_logs import quiet_failed_states
+from flows.pipeline.run_label import label_current_run, run_tags, run_title
+from flows.record.aa_ledger import (
     CALIBRATION_DIR,
     CALIBRATION_STAGE,
     GAPS_FILE,
     ledger_from_records,
     suite_of,
 )
-from flows.pipeline.events import observer_of_run
-from flows.pipeline.prelude import prepared_cluster, versions
-from flows.pipeline.previous import as_qualified
-from flows.pipeline.quiet_logs import quiet_failed_states
-from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.settings import project_root
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -139,6 +140,7 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
         raise BenchError(f"--arms {arms}: a calibration needs at least 2 arms")
     release = load_release(release_file)
     cluster = load_model(cluster_file, Cluster)
+    check_fits(cluster, release)
     quiet_failed_states()
     label_current_run(run_title("calibrate", release, cluster), run_tags(release, None, cluster))
     suite = suite_of(release.gates.benchmark)

@@ -21,11 +21,14 @@ from prefect.states import Failed
 from flows.bench.ledger import Ledger
 from flows.cluster.ops.lock import ensure_held
 from flows.errors import SparkgateError
-from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.base import GateContext, GateResult, Outcome, PreviousOutputs
+from flows.gates.determinism.kept import record_hashes
 from flows.gates.harness import run_gate
 from flows.gates.registry import BY_NAME
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
-from flows.record import latest_record, record_hashes
+from flows.record import latest_record
+from flows.record.aa_ledger import ledger_for
+from flows.record.writer import RecordWriter
 from flows.spec.release import BenchmarkGate
 from flows.stages import StageObserver
 
@@ -53,7 +56,7 @@ def gate_task(
 
 def run_gates(
     context: GateContext,
-    record: Any,
+    record: RecordWriter,
     build_digest: str,
     *,
     fresh: bool,
@@ -106,7 +109,7 @@ def run_gates(
     return results
 
 
-def _record_identity(record: Any) -> str:
+def _record_identity(record: RecordWriter) -> str:
     """The record's folder and when it was opened: a record made again at a removed one's path
     (same day, same release) is another record, so it never takes the old one's cached results,
     whose files are gone with the old folder."""
@@ -114,7 +117,7 @@ def _record_identity(record: Any) -> str:
 
 
 def _gate_runner(
-    gate: str, context: GateContext, record: Any, results: dict[str, GateResult]
+    gate: str, context: GateContext, record: RecordWriter, results: dict[str, GateResult]
 ) -> Callable[[], GateResult]:
     """The call that runs one gate through the harness with what it needs from earlier ones."""
     plugin = BY_NAME[gate]
@@ -129,20 +132,19 @@ def _gate_runner(
 class RecordHistory:
     """Earlier records as the gates may read them (the `History` of `flows.gates.base`)."""
 
-    def previous_hashes(self, context: GateContext) -> dict[str, Any] | None:
+    def previous_outputs(self, context: GateContext) -> PreviousOutputs | None:
         """The previous release's determinism hashes, from its newest published record of this
-        cluster's shape."""
+        cluster's shape, and that record's name."""
         if context.previous is None:
             return None
         found = latest_record(
             context.experiments, context.previous.name, shape=context.cluster.shape
         )
-        return record_hashes(found) if found is not None else None
+        hashes = record_hashes(found) if found is not None else None
+        return PreviousOutputs(found.name, hashes) if found is not None and hashes else None
 
     def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:
         """The A/A ledger of the records of this cluster shape and suite."""
-        from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
-
         return ledger_for(context, settings)
 
 

@@ -11,15 +11,12 @@ plan says so instead of guessing its tag.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from flows.bench.stats import look_alpha
-from flows.cluster.boot.caches import cache_targets
 from flows.cluster.build.dockerfile import (
     build_argv,
     build_endpoint,
@@ -30,43 +27,19 @@ from flows.cluster.build.dockerfile import (
 )
 from flows.cluster.ops.lock import lock_settings
 from flows.cluster.ops.preflight import node_values
-from flows.cluster.runtime.factory import rank_spec
 from flows.errors import MissingPreviousError
-from flows.gates.base import api_base_url
-from flows.gates.benchmark.rules import session_looks
+from flows.gates.plan import CONTROLLER, PlanContext, PlanStep, PreviousPlan
+from flows.gates.registry import REGISTRY
+from flows.pipeline.inputs import QualificationInputs
 from flows.pipeline.previous import benchmarked_previous, compares_with_previous, missing_previous
 from flows.record.reader import latest_record
 from flows.spec.cluster import Cluster, DockerRuntime
-from flows.spec.launch import LaunchPlan, render_all, spec_secrets
-from flows.spec.release import BOOT_MODES, Release
+from flows.spec.launch import render_all, spec_secrets
+from flows.spec.release import Release
 from flows.spec.template import fill
 
-CONTROLLER = "controller"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-class PlanStep(BaseModel):
-    """One thing the qualification would do on one node (or on this machine, the controller)."""
-
-    model_config = _FROZEN
-
-    stage: str
-    node: str
-    action: str
-    detail: dict[str, Any] = Field(default={}, description="argv, container options, URLs ...")
-
-
-@dataclass(frozen=True)
-class _Inputs:
-    """What every section of the plan reads."""
-
-    release_file: Path
-    release: Release
-    previous: Release | None
-    cluster: Cluster
-    plans: list[LaunchPlan]
-    image: str
-    experiments: Path
+__all__ = ["PlanStep", "QualificationPlan", "qualification_plan"]
 
 
 class QualificationPlan(BaseModel):
@@ -80,26 +53,21 @@ class QualificationPlan(BaseModel):
     steps: list[PlanStep]
 
 
-def qualification_plan(
-    release_file: Path,
-    release: Release,
-    previous: Release | None,
-    cluster: Cluster,
-    experiments: Path,
-) -> QualificationPlan:
-    """The plan of qualifying `release` on `cluster` (secrets redacted, nothing contacted)."""
+def qualification_plan(inputs: QualificationInputs, experiments: Path) -> QualificationPlan:
+    """The plan of qualifying the release on the cluster (secrets redacted, nothing contacted)."""
+    release, previous, cluster = inputs.release, inputs.previous, inputs.cluster
+    release_file = inputs.release_file
     secrets = spec_secrets(cluster, release)
     plans = [plan.redacted(secrets) for plan in render_all(cluster, release)]
-    given = _Inputs(release_file, release, previous, cluster, plans, _image(release), experiments)
+    history = _previous_plan(experiments, release_file, release, previous, cluster)
+    image = _image(release)
+    given = PlanContext(release, previous, cluster, plans, image, history)
     steps = [
         *_lock(cluster),
         *_preflight(cluster),
         *_build(release, cluster),
-        *_distribute(given),
-        *_release_tests(release, cluster),
-        *_determinism(given),
-        *_cold_boots(given),
-        *_benchmark(given),
+        *_distribute(cluster, image),
+        *(step for gate in REGISTRY for step in gate.plan(given)),
         PlanStep(
             stage="record", node=CONTROLLER, action="write the experiments record",
             detail={"folder": str(experiments / f"<date>-{release.name}")},
@@ -107,6 +75,34 @@ def qualification_plan(
     ]  # fmt: skip
     return QualificationPlan(
         release=release.name, cluster=cluster.name, shape=cluster.shape, steps=steps
+    )
+
+
+def _previous_plan(
+    experiments: Path,
+    release_file: Path,
+    release: Release,
+    previous: Release | None,
+    cluster: Cluster,
+) -> PreviousPlan:
+    """What the records say of the previous release: the record the determinism gate would
+    compare with (or why it cannot) and the release the benchmark's previous arms would boot."""
+    refused = missing_previous(experiments, release_file, release, previous, cluster)
+    found = (
+        latest_record(experiments, previous.name, shape=cluster.shape)
+        if previous is not None and compares_with_previous(release, previous)
+        else None
+    )
+    try:
+        benchmarked = benchmarked_previous(experiments, release_file, release, previous, cluster)
+        benchmark_refused = None
+    except MissingPreviousError as error:
+        benchmarked, benchmark_refused = previous, str(error)
+    return PreviousPlan(
+        outputs_record=found.name if found is not None and refused is None else None,
+        outputs_refused=refused,
+        benchmarked=benchmarked,
+        benchmark_refused=benchmark_refused,
     )
 
 
@@ -217,129 +213,12 @@ def _dockerfile_build(release: Release, cluster: Cluster) -> list[PlanStep]:
     ]  # fmt: skip
 
 
-def _distribute(given: _Inputs) -> list[PlanStep]:
+def _distribute(cluster: Cluster, image: str) -> list[PlanStep]:
     return [
         PlanStep(
             stage="distribute", node=node.name,
-            action=f"put the release on the node ({given.cluster.runtime.kind} runtime)",
-            detail={"release": given.image, "verify": "one image ID or build digest everywhere"},
+            action=f"put the release on the node ({cluster.runtime.kind} runtime)",
+            detail={"release": image, "verify": "one image ID or build digest everywhere"},
         )
-        for node in given.cluster.nodes
+        for node in cluster.nodes
     ]  # fmt: skip
-
-
-def _release_tests(release: Release, cluster: Cluster) -> list[PlanStep]:
-    settings = release.gates.release_tests
-    if not settings.enabled:
-        return [_off("release_tests")]
-    return [
-        PlanStep(
-            stage="release_tests", node=settings.node or cluster.head.name,
-            action="run the classified release tests in the release (one node, ranks stopped)",
-            detail={"classification": str(settings.classification),
-                    "tests_root": cluster.engine.tests_root, "timeout_s": settings.timeout_s},
-        )
-    ]  # fmt: skip
-
-
-def _boot(stage: str, given: _Inputs) -> list[PlanStep]:
-    return [
-        PlanStep(
-            stage=stage, node=plan.node, action=f"start rank {plan.rank} of {given.release.name}",
-            detail={**rank_spec(given.cluster, given.release, plan, given.image),
-                    **({"ready_url": plan.ready_url} if plan.ready_url else {})},
-        )
-        for plan in given.plans
-    ]  # fmt: skip
-
-
-def _determinism(given: _Inputs) -> list[PlanStep]:
-    release, previous, cluster = given.release, given.previous, given.cluster
-    settings = release.gates.determinism
-    if not settings.enabled:
-        return [_off("determinism")]
-    compared: dict[str, Any] = {"against_previous": False}
-    if previous is not None and compares_with_previous(release, previous):
-        problem = missing_previous(
-            given.experiments, given.release_file, release, previous, cluster
-        )
-        found = latest_record(given.experiments, previous.name, shape=cluster.shape)
-        compared = {
-            "against_previous": True, "previous": previous.name, "shape": cluster.shape,
-            "record": found.name if found is not None and problem is None else None,
-            "refused": problem,
-        }  # fmt: skip
-    return [
-        *_boot("determinism", given),
-        PlanStep(
-            stage="determinism", node=CONTROLLER,
-            action="send temperature-0 requests in seven scenarios and hash the outputs",
-            detail={"url": f"{api_base_url(cluster)}/v1/completions",
-                    "prompts": len(settings.prompts) + 1, "max_tokens": settings.max_tokens,
-                    "logprobs": settings.logprobs, **compared},
-        ),
-    ]  # fmt: skip
-
-
-def _cold_boots(given: _Inputs) -> list[PlanStep]:
-    settings = given.release.gates.cold_boots
-    if not settings.enabled:
-        return [_off("cold_boots")]
-    steps = []
-    for mode in (m for m in BOOT_MODES if m in settings.modes):
-        targets = cache_targets(given.plans, mode, rank=settings.rank)
-        steps.append(
-            PlanStep(
-                stage="cold_boots", node=CONTROLLER, action=f"boot {mode}",
-                detail={"empty": [f"{t.node}:{t.path} ({t.kind})" for t in targets],
-                        "then": "start every rank, watch the logs for compiles after the freeze"},
-            )
-        )  # fmt: skip
-    return steps
-
-
-def _benchmark(given: _Inputs) -> list[PlanStep]:
-    release, cluster = given.release, given.cluster
-    settings = release.gates.benchmark
-    if not settings.enabled:
-        return [_off("benchmark")]
-    images = {"candidate": f"{release.name}: {given.image}"}
-    try:
-        previous = benchmarked_previous(
-            given.experiments, given.release_file, release, given.previous, cluster
-        )
-    except MissingPreviousError as refused:
-        previous, images["refused"] = given.previous, str(refused)
-    if previous is not None and "refused" not in images:
-        images["previous"] = f"{previous.name}: {_previous_image(previous)}"
-    arms = [
-        f"{arm} ({release.name if arm == 'candidate' else previous.name if previous else '?'})"
-        for arm in settings.arms
-    ]
-    looks = session_looks(len(settings.arms), settings.max_arms)
-    return [
-        PlanStep(
-            stage="benchmark", node=CONTROLLER,
-            action="boot and measure arms in turn, one session",
-            detail={"arms": arms, "images": images, "max_arms": settings.max_arms,
-                    "looks": f"{looks}, each decided at {100 * look_alpha(looks):.2f} % two-sided "
-                             "(Pocock); slower also at that over the gated points",
-                    "suite": settings.suite,
-                    "url": f"{api_base_url(cluster)}/v1/completions",
-                    "metrics": f"{api_base_url(cluster)}/metrics"},
-        )
-    ]  # fmt: skip
-
-
-def _previous_image(previous: Release) -> str:
-    """What the previous arms boot: a pinned image ID, an adopted tag, or a source build."""
-    build = previous.build
-    if not build.makes_image:
-        return "built from its source (content-addressed: the same tree, the same build)"
-    if build.image_id is not None:
-        return f"{build.image} {build.image_id} (pinned)"
-    return f"{build.image} (adopted as its release file names it)"
-
-
-def _off(stage: str) -> PlanStep:
-    return PlanStep(stage=stage, node=CONTROLLER, action="skipped (enabled: false)")

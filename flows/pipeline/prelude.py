@@ -27,7 +27,7 @@ from flows.cluster.build.made_image import ReleaseBuild, resumed_image, run_rele
 from flows.cluster.build.wheel import build_release
 from flows.cluster.ops.lock import ClusterLock, ensure_held, lock_settings
 from flows.cluster.ops.preflight import run_preflight
-from flows.cluster.runtime.factory import check_fits, runtime_for
+from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
 from flows.gates.base import GateContext
@@ -90,10 +90,11 @@ def prepared_cluster(
 ) -> Iterator[PreparedCluster]:
     """Hold the cluster, preflight it, build and install the release, open its record.
 
-    `records` is the folder the record opens in (experiments/ unless given); with `resume` an
-    unfinished record of the same build is reopened.
+    The release must already be checked to fit the cluster (`flows.pipeline.inputs`, or the
+    caller's own `check_fits`): this only runs it. `records` is the folder the record opens in
+    (experiments/ unless given); with `resume` an unfinished record of the same build is
+    reopened.
     """
-    check_fits(cluster, release)
     state = state_dir()
     experiments = project_root() / "experiments"
     say = observer.note

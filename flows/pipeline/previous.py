@@ -18,7 +18,8 @@ from pathlib import Path
 
 from flows.cluster.build.made_image import recorded_image
 from flows.errors import MissingPreviousError
-from flows.record.reader import latest_record, published_shapes, record_hashes
+from flows.gates.determinism.kept import record_hashes
+from flows.record.reader import latest_record, published_shapes
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release, previous_file
 

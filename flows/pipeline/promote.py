@@ -69,7 +69,9 @@ from flows.errors import (
     boot_failure_reason,
 )
 from flows.gates.base import api_base_url
+from flows.gates.benchmark.story import headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary
+from flows.gates.determinism.kept import record_hashes
 from flows.gates.outputs import logprobs_hash, output_from_completion, tokens_hash
 from flows.gates.prompts import LONG_ID, Prompt
 from flows.gates.traffic import complete, open_client
@@ -77,9 +79,8 @@ from flows.lines import LineSink, silent
 from flows.pipeline.events import NullObserver
 from flows.pipeline.prelude import held_cluster
 from flows.pipeline.stages import GATES
-from flows.record import latest_record, read_record, record_hashes
+from flows.record import latest_record, read_record
 from flows.record.atomic import write_text
-from flows.record.brief import headline_changes
 from flows.record.model import Record, verdict_passes
 from flows.record.reader import published_shapes
 from flows.settings import project_root, state_dir

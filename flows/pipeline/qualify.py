@@ -24,6 +24,7 @@ from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.artifacts import publish_benchmark, publish_record
 from flows.pipeline.events import StageClock, observer_of_run
 from flows.pipeline.gate_loop import run_gates
+from flows.pipeline.inputs import inputs_for
 from flows.pipeline.prelude import prepared_cluster, versions
 from flows.pipeline.previous import benchmarked_previous, require_previous
 from flows.pipeline.promote import decide_promotion
@@ -32,9 +33,6 @@ from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.stages import GATES, QUALIFIED, verdict
 from flows.record import write_index
 from flows.settings import project_root
-from flows.spec.cluster import Cluster
-from flows.spec.load import load_model
-from flows.spec.release import Release, load_previous, load_release
 
 RESULTS_DIR = "prefect-results"
 INCONCLUSIVE = SessionDecision.FAIL_INCONCLUSIVE.value
@@ -63,12 +61,6 @@ class QualifyOutcome(BaseModel):
         return self.failed_gate == "benchmark" and self.benchmark == INCONCLUSIVE
 
 
-def load_release_and_previous(path: Path | str) -> tuple[Release, Release | None]:
-    """The release and, when it names one, its previous release (a sibling file)."""
-    release = load_release(path)
-    return release, load_previous(path, release)
-
-
 # -- the flow ------------------------------------------------------------------------------------
 
 
@@ -80,13 +72,13 @@ def qualify_flow(
 
     With `wait=False` a passing release ends "awaiting promotion" (`sparkgate promote` later).
     """
-    release, previous = load_release_and_previous(release_file)
-    cluster = load_model(cluster_file, Cluster)
+    inputs = inputs_for(Path(release_file), Path(cluster_file))
+    release, previous, cluster = inputs.release, inputs.previous, inputs.cluster
     quiet_failed_states()
     label_current_run(run_title("qualify", release, cluster), run_tags(release, previous, cluster))
     experiments = project_root() / "experiments"
-    require_previous(experiments, Path(release_file), release, previous, cluster)
-    previous = benchmarked_previous(experiments, Path(release_file), release, previous, cluster)
+    require_previous(experiments, inputs.release_file, release, previous, cluster)
+    previous = benchmarked_previous(experiments, inputs.release_file, release, previous, cluster)
     stages = StageClock(observer_of_run())
     stages.finished("validate", "passed", f"{release.name} on {cluster.name}")
     with prepared_cluster(

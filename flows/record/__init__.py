@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flows.record.index import render_index, write_index
 from flows.record.model import SCHEMA_VERSION, FileEntry, Record, StageEntry
-from flows.record.reader import find_record, latest_record, list_records, read_record, record_hashes
+from flows.record.reader import find_record, latest_record, list_records, read_record
 from flows.record.readme import render_readme
 from flows.record.verify import verify
 from flows.record.writer import RecordWriter, open_record
@@ -26,7 +26,6 @@ __all__ = [
     "list_records",
     "open_record",
     "read_record",
-    "record_hashes",
     "render_index",
     "render_readme",
     "verify",

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.gates.summaries import GATE_NAMES
+from flows.gates.markdown import DASH, markdown_table
+from flows.gates.registry import GATES
 from flows.record import tables
 from flows.record.atomic import write_text
 from flows.record.model import Record
 from flows.record.reader import list_records
 
-GATES = GATE_NAMES  # the registry's order (flows.gates.registry), from the summaries
 INDEX_FILE = "README.md"
 
 
@@ -23,7 +23,7 @@ def gate_cell(record: Record, stage: str) -> str:
     """`outcome: headline` of one gate in a record, or a dash when it did not run."""
     entry = record.stages.get(stage)
     if entry is None:
-        return tables.DASH
+        return DASH
     line = tables.headline(stage, entry.summary)
     return f"{entry.outcome}: {line}" if line else entry.outcome
 
@@ -49,15 +49,13 @@ def render_index(records: list[Record]) -> str:
                 record.date,
                 f"[{record.name}]({record.name}/README.md)",
                 record.release_name,
-                record.previous or tables.DASH,
+                record.previous or DASH,
                 *(gate_cell(record, gate) for gate in GATES),
-                record.verdict or tables.DASH,
+                record.verdict or DASH,
             ]
             for record in reversed(published)
         ]
-        lines += tables.markdown_table(
-            ["date", "record", "release", "previous", *GATES, "verdict"], rows
-        )
+        lines += markdown_table(["date", "record", "release", "previous", *GATES, "verdict"], rows)
     unpublished = [r.name for r in records if r.status != "published"]
     if unpublished:
         lines += ["", f"In progress or abandoned (not published): {', '.join(unpublished)}"]

@@ -9,12 +9,14 @@ questions, and `verify` checks the copy against the raw files.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from flows.fileio import sha256_file
 from flows.gates.summaries import GateSummary, summary_as
 
 # 2: stage summaries are typed (`gate` names their model; none is null). flows.record.legacy
@@ -132,6 +134,20 @@ class Record(BaseModel):
             if isinstance(entry.summary, model):
                 return entry.summary
         return None
+
+    def saved_json(self, relative: str) -> Any:
+        """A stage file of the record as JSON, if it is listed and unchanged since it was saved
+        (None otherwise: a reader never trusts an edited file)."""
+        if self.folder is None:
+            return None
+        file = self.folder / relative
+        listed = [f for stage in self.stages.values() for f in stage.files if f.path == relative]
+        if not listed or not file.is_file() or sha256_file(file) != listed[0].sha256:
+            return None
+        try:
+            return json.loads(file.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError, OSError):
+            return None
 
     def ordered_stages(self) -> list[str]:
         """Stage names in flow order, then any saved stage the order does not name."""

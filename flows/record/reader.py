@@ -1,4 +1,4 @@
-"""Read records back: one record, all records, the latest of a release, its determinism hashes.
+"""Read records back: one record, all records, the latest of a release, an unfinished build.
 
 Readers never write. A folder without record.json is not a record; a record.json that does not
 parse is a RecordError naming the file, so a damaged record is never silently skipped by the
@@ -14,12 +14,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from flows.errors import RecordError
-from flows.gates.determinism.summary import DeterminismSummary
-from flows.record.atomic import sha256_file
 from flows.record.legacy import upgrade_record
 from flows.record.model import RECORD_FILE, Record
-
-HASHES_FILE = "hashes.json"
 
 
 def read_record(path: Path) -> Record:
@@ -116,36 +112,6 @@ def unfinished_build(experiments: Path, release_name: str, cluster_name: str) ->
     ]
     newest = max(unfinished, key=lambda record: record.updated_at, default=None)
     return newest.documents.get("build.json") if newest is not None else None
-
-
-def record_hashes(record: Record) -> dict[str, Any] | None:
-    """The per-prompt determinism hashes of a record, for the next release's comparison.
-
-    The stage's raw hashes.json is preferred (its entries also carry the token ids a `changed`
-    release needs for top-token agreement) when it is still as saved; else the summary's hashes.
-    """
-    stage = record.stages.get("determinism")
-    if stage is None:
-        return None
-    raw = saved_json(record, f"determinism/{HASHES_FILE}")
-    if isinstance(raw, dict) and raw:
-        return raw
-    summary = stage.summary_as(DeterminismSummary)
-    return summary.hash_table() if summary is not None and summary.hashes else None
-
-
-def saved_json(record: Record, relative: str) -> Any:
-    """A stage file of the record as JSON, if it is listed and unchanged since it was saved."""
-    if record.folder is None:
-        return None
-    file = record.folder / relative
-    listed = [f for stage in record.stages.values() for f in stage.files if f.path == relative]
-    if not listed or not file.is_file() or sha256_file(file) != listed[0].sha256:
-        return None
-    try:
-        return json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError, OSError):
-        return None
 
 
 def find_record(experiments: Path, ref: str) -> Path:

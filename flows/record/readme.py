@@ -1,34 +1,25 @@
 """Render a record as its README.md: verdict first, then what changed, then every gate's tables.
 
-Pure: a `Record` in, markdown out. `publish` writes its output and `verify` renders it again
-from the raw stage files and compares, so every figure a reader sees in the README can be
-traced back to a result.json. The layout follows the recipe's release notes: results tables
-`workload | previous | candidate (change [interval])`, a boots table `boot | ready | what
-happened`, the determinism scenarios, and the tests.
+Pure: a `Record` in, markdown out; each gate's section is its story's (`flows.gates.story`).
+`publish` writes its output and `verify` renders it again from the raw stage files and compares,
+so every figure a reader sees in the README can be traced back to a result.json. The layout
+follows the recipe's release notes: results tables `workload | previous | candidate (change
+[interval])`, a boots table `boot | ready | what happened`, the determinism scenarios, and the
+tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from flows.bench.stats import SlowerRule
-from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.gates.cold_boots.summary import ColdBootsSummary
-from flows.gates.determinism.summary import DeterminismSummary
-from flows.gates.release_tests.summary import ReleaseTestsSummary
+from flows.gates.markdown import DASH, markdown_table, number
 from flows.record import tables
 from flows.record.model import Record, StageEntry
 
 # Bump whenever the README layout changes: verify re-renders only records of the same layout
 # (older ones are still guarded by the README's SHA-256 taken at publish).
 RENDER_VERSION = 1
-TITLES = {
-    "release_tests": "Release tests",
-    "determinism": "Determinism",
-    "cold_boots": "Cold boots",
-    "benchmark": "Benchmark: candidate against previous",
-}
 
 
 def render_readme(record: Record) -> str:
@@ -36,17 +27,15 @@ def render_readme(record: Record) -> str:
     lines = [*_verdict(record), *_changes(record)]
     for stage in record.ordered_stages():
         entry = record.stages.get(stage)
-        lines += ["", f"## {TITLES.get(stage, stage)}", ""]
+        story = tables.story_of(stage)
+        lines += ["", f"## {story.heading if story is not None else stage}", ""]
         if entry is None:
             lines.append("Not run.")
             continue
         lines.append(f"**{entry.outcome}**: {entry.reason}")
-        section = SECTIONS.get(stage)
-        if (
-            section is not None and entry.summary is not None
-        ):  # a skipped or crashed gate has no figures
+        if story is not None and entry.summary is not None:  # a skipped gate has no figures
             try:
-                lines += section(entry, record)
+                lines += story.section(entry.summary, record)
             except (TypeError, ValueError, KeyError, AttributeError) as error:
                 lines += ["", f"(summary unreadable: {error})"]
         lines += _evidence(entry)
@@ -69,17 +58,17 @@ def _verdict(record: Record) -> list[str]:
     for stage in record.ordered_stages():
         entry = record.stages.get(stage)
         if entry is None:
-            rows.append([stage, "not run", "", tables.DASH])
+            rows.append([stage, "not run", "", DASH])
         else:
             rows.append(
                 [
                     stage,
                     entry.outcome,
                     tables.headline(stage, entry.summary),
-                    tables.number(entry.seconds, "s"),
+                    number(entry.seconds, "s"),
                 ]
             )
-    return lines + tables.markdown_table(["gate", "outcome", "headline", "took"], rows)
+    return lines + markdown_table(["gate", "outcome", "headline", "took"], rows)
 
 
 def _changes(record: Record) -> list[str]:
@@ -104,124 +93,6 @@ def _changes(record: Record) -> list[str]:
         shown = ", ".join(f"`{key}={value}`" for key, value in sorted(options.items()))
         lines.append(f"- Engine options: {shown}")
     return lines
-
-
-_SLOWER_MEANS = {
-    SlowerRule.INTERVAL: "the whole interval beyond the tolerance",
-    SlowerRule.SIGNIFICANT: "the whole interval on the bad side of no change and the change "
-    "beyond the tolerance",
-}
-"""What a slower verdict meant, by the rule the record was decided by (older records keep
-their words, so their README renders again byte for byte)."""
-
-
-def _benchmark(entry: StageEntry, record: Record) -> list[str]:
-    summary = entry.summary_as(BenchmarkSummary)
-    if summary is None:
-        return []
-    tolerance = tables.tolerance_pct(summary.tolerance)
-    lines = [
-        "",
-        (
-            f"Arms in session order: {', '.join(summary.arms)}; tolerance "
-            f"{tolerance:g}%. A change counts (bold) only when the verdict says so: faster "
-            "(the whole 95% interval on the good side of no change) or slower "
-            f"({_SLOWER_MEANS[summary.slower_rule]}); otherwise the point reads level or "
-            "inconclusive."
-        ),
-        "",
-        *tables.markdown_table(
-            ["workload", "previous", "candidate (change [95% interval])", "verdict"],
-            tables.bench_rows(summary),
-        ),
-    ]
-    if summary.kv_capacity_tokens:
-        lines += ["", tables.kv_capacity_line(summary.kv_capacity_tokens)]
-    return lines + _plot(record, "benchmark")
-
-
-def _cold_boots(entry: StageEntry, record: Record) -> list[str]:
-    summary = entry.summary_as(ColdBootsSummary)
-    if summary is None:
-        return []
-    return [
-        "",
-        *tables.markdown_table(["boot", "ready", "what happened"], tables.boot_rows(summary)),
-        "",
-        *tables.markdown_table(
-            [
-                "boot",
-                "slowest preparation",
-                "kernels",
-                "liveness wait",
-                "compiles after preparation",
-                "spot check",
-            ],
-            tables.boot_detail_rows(summary),
-        ),
-        *_plot(record, "boots"),
-    ]
-
-
-def _determinism(entry: StageEntry, record: Record) -> list[str]:
-    summary = entry.summary_as(DeterminismSummary)
-    if summary is None:
-        return []
-    return [
-        "",
-        (
-            f"{'?' if summary.prompts is None else summary.prompts} prompts; every scenario "
-            "compared with the prompts "
-            "served alone (tokens exactly, logprobs bit for bit)."
-        ),
-        "",
-        *tables.markdown_table(
-            ["scenario", "identical", "first difference"], tables.determinism_rows(summary)
-        ),
-        "",
-        tables.against_previous_line(summary, record.previous),
-    ]
-
-
-def _release_tests(entry: StageEntry, record: Record) -> list[str]:
-    del record
-    summary = entry.summary_as(ReleaseTestsSummary)
-    if summary is None:
-        return []
-    lines = ["", tables.tests_line(summary)]
-    failing = tables.failing_test_files(summary)
-    if failing:
-        lines += [
-            "",
-            "Failing files:",
-            "",
-            *tables.markdown_table(["file", "outcome", "tests", "seconds"], failing),
-        ]
-    for names, title in (
-        (summary.unclassified, "Unclassified files (each fails the stage until triaged)"),
-        (summary.changed, "Files this release changes"),
-    ):
-        if names:
-            lines += ["", f"{title}: " + ", ".join(f"`{name}`" for name in names)]
-    excluded = tables.excluded_test_files(summary)
-    if excluded:
-        lines += ["", "Excluded files:", "", *tables.markdown_table(["file", "reason"], excluded)]
-    return lines
-
-
-SECTIONS: Mapping[str, Callable[[StageEntry, Record], list[str]]] = {
-    "release_tests": _release_tests,
-    "determinism": _determinism,
-    "cold_boots": _cold_boots,
-    "benchmark": _benchmark,
-}
-
-
-def _plot(record: Record, stem: str) -> list[str]:
-    path = f"plots/{stem}.png"
-    if any(plot.path == path for plot in record.plots):
-        return ["", f"![{stem}]({path})"]
-    return []
 
 
 def _evidence(entry: StageEntry) -> list[str]:

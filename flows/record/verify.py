@@ -2,8 +2,9 @@
 
 `verify` trusts nothing the record says about itself: each stage's result.json must still have
 the SHA-256 taken when it was saved, each raw file it lists must exist unchanged, the summaries
-must equal what the gates' own code computes again from the raw files (flows.record.recompute:
-benchmark arms, determinism responses, boot logs and timelines, JUnit XML), every verdict must
+must equal what the gates' own code computes again from the raw files (each gate's story's
+`recompute`: benchmark arms, determinism responses, boot logs and timelines, JUnit XML), every
+verdict must
 follow from the figures (benchmark intervals, boot checks, determinism counts and hashes against
 the previous record), the overall verdict must follow from the stages, and the README rendered
 again from the raw results must equal the README on disk. An empty list means it verifies.
@@ -12,29 +13,20 @@ again from the raw results must equal the README on disk. An empty list means it
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from pathlib import Path
-from typing import Any
-from xml.etree import ElementTree  # only its ParseError; parsing is the gate's
 
 from flows.errors import RecordError
 from flows.gates.base import GateResult
-from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.gates.determinism.rules import PREVIOUS_FILE, hashes_digest
-from flows.gates.determinism.summary import DeterminismSummary
-from flows.gates.release_tests.rules import parse_junit
-from flows.gates.release_tests.summary import FileRow, ReleaseTestsSummary
+from flows.gates.registry import REGISTRY
+from flows.gates.story import RecordView
 from flows.record import tables
 from flows.record.atomic import sha256_file
 from flows.record.legacy import upgrade_result
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
-from flows.record.reader import list_records, read_record, record_hashes, saved_json
+from flows.record.reader import list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme
-from flows.record.recompute import (
-    benchmark_problems,
-    cold_boots_problems,
-    determinism_problems,
-)
 
 _BASE_FIELDS = set(GateResult.model_fields)
 
@@ -50,7 +42,7 @@ def verify(path: Path) -> list[str]:
         problems.append(f"{record.name}: not published (status {record.status})")
     stages: dict[str, StageEntry] = {}
     for stage, entry in record.stages.items():
-        found, raw = _check_stage(path, entry, _max_arms(record))
+        found, raw = _check_stage(path, entry)
         problems += found
         if raw is not None:
             stages[stage] = raw
@@ -59,18 +51,12 @@ def verify(path: Path) -> list[str]:
     problems += _check_files(path, "extra file", record.extras)
     problems += _check_files(path, "plot", record.plots)
     problems += _check_documents(path, record)
-    problems += _check_previous(path.parent, rebuilt)
-    problems += _check_determinism(path.parent, rebuilt)
-    boots = rebuilt.stages.get("cold_boots")
-    if boots is not None:
-        problems += cold_boots_problems(rebuilt, boots)
+    problems += _recomputed(path.parent, rebuilt)
     problems += _check_readme(path, rebuilt)
     return problems
 
 
-def _check_stage(
-    root: Path, entry: StageEntry, max_arms: int
-) -> tuple[list[str], StageEntry | None]:
+def _check_stage(root: Path, entry: StageEntry) -> tuple[list[str], StageEntry | None]:
     """Problems of one stage, and its entry rebuilt from result.json (None if unreadable)."""
     stage = entry.stage
     file = root / entry.result.path
@@ -108,18 +94,7 @@ def _check_stage(
         if not (root / item).exists() and not Path(item).exists()
     ]
     problems += tables.summary_problems(stage, summary, rebuilt.outcome)
-    if isinstance(summary, ReleaseTestsSummary):
-        problems += _check_junit(root, entry.files, summary)
-    if isinstance(summary, BenchmarkSummary) and rebuilt.outcome != "skipped":
-        problems += benchmark_problems(root / stage, summary, max_arms)
     return problems, rebuilt
-
-
-def _max_arms(record: Record) -> int:
-    """The benchmark's arm limit from the resolved release (the decision depends on it)."""
-    gates = record.release.get("gates") or {}
-    value = (gates.get("benchmark") or {}).get("max_arms", 7)
-    return int(value) if isinstance(value, int) else 7
 
 
 def _check_files(root: Path, owner: str, entries: list[FileEntry]) -> list[str]:
@@ -149,30 +124,6 @@ def _check_documents(root: Path, record: Record) -> list[str]:
     return problems
 
 
-def _check_junit(root: Path, files: list[FileEntry], summary: ReleaseTestsSummary) -> list[str]:
-    """Recount every file's tests from the kept JUnit XML with the gate's own parser."""
-    reports = [root / f.path for f in files if f.path.endswith(".xml")]
-    listed = [f.file for f in summary.files]
-    if not reports or not listed or not reports[0].is_file():
-        return []
-    try:
-        outcomes = parse_junit(reports[0].read_text(encoding="utf-8"), listed)
-    except (ValueError, RecursionError, ElementTree.ParseError) as error:
-        return [f"release_tests: {reports[0].name} is not valid JUnit XML: {error}"]
-    counts = {key: sum(int(getattr(o, key)) for o in outcomes) for key in tables.TEST_COUNTS}
-    problems = tables.junit_problems(summary, counts)
-    recomputed = [
-        FileRow(file=o.file, outcome=o.outcome, tests=o.tests, seconds=o.seconds) for o in outcomes
-    ]
-    for kept, again in zip(summary.files, recomputed, strict=False):
-        if kept != again:
-            problems.append(
-                f"release_tests: {again.file}: summary {kept.model_dump()}, "
-                f"JUnit XML {again.model_dump()}"
-            )
-    return problems
-
-
 def _check_verdict(record: Record) -> list[str]:
     if record.status != "published":
         return []
@@ -186,79 +137,23 @@ def _check_verdict(record: Record) -> list[str]:
     return []
 
 
-def _compared_hashes(
-    experiments: Path, record: Record
-) -> tuple[Record | None, dict[str, Any] | None, list[str]]:
-    """The hashes the determinism gate compared against, and problems finding them.
-
-    The record keeps a copy (determinism/previous-hashes.json), so a record copied on its own
-    still verifies; when the previous record is beside it too, both must agree.
-    """
-    stage = record.stages.get("determinism")
-    summary = stage.summary_as(DeterminismSummary) if stage is not None else None
-    against = summary.against_previous if summary is not None else None
-    if against is None or against.mode not in ("unchanged", "changed"):
-        return None, None, []
-    previous = _previous_record(experiments, record, stage)
-    copy = saved_json(record, f"determinism/{PREVIOUS_FILE}")
-    kept = copy.get("hashes") if isinstance(copy, dict) else None
-    if previous is None and kept is None:
-        missing = (
-            f"determinism: the previous release's record ({record.previous}) is not beside "
-            "this record and the record keeps no copy of the hashes it compared against, so "
-            "against_previous cannot be checked: copy that record into the same folder"
-        )
-        return None, None, [missing]
-    if previous is None:
-        return None, kept, []
-    theirs = record_hashes(previous)
-    if kept is None:
-        return previous, theirs, []
-    if theirs is None or hashes_digest(theirs) != copy.get("sha256"):
-        changed = (
-            f"determinism: the previous record {previous.name} has changed since this record "
-            "was compared against it (its hashes no longer match the copy kept here, "
-            f"{str(copy.get('sha256'))[:12]})"
-        )
-        return previous, kept, [changed]
-    return previous, kept, []
-
-
-def _check_previous(experiments: Path, record: Record) -> list[str]:
-    """Recount identical responses against the hashes the gate compared with."""
-    stage = record.stages.get("determinism")
-    summary = stage.summary_as(DeterminismSummary) if stage is not None else None
-    previous, theirs, problems = _compared_hashes(experiments, record)
-    if summary is None or theirs is None:
-        return problems
-    against = summary.against_previous
-    if against is None:
-        return problems
-    identical, total = tables.hash_matches(summary.hash_table(), theirs)
-    if (identical, total) != (against.identical, against.total):
-        source = previous.name if previous is not None else "the copy kept in this record"
-        problems.append(
-            f"determinism: against previous says {against.identical}/"
-            f"{against.total} identical, the hashes of {source} give {identical}/{total}"
-        )
+def _recomputed(experiments: Path, record: Record) -> list[str]:
+    """Every gate's summary against its raw files, read again by the gate's own story, in the
+    registry's order; a stage compared with the previous release finds that record lazily."""
+    problems: list[str] = []
+    for gate in REGISTRY:
+        stage = record.stages.get(gate.name)
+        if stage is None:
+            continue
+        previous = functools.cache(lambda stage=stage: _previous_record(experiments, record, stage))
+        problems += gate.story.recompute(record, stage, previous)
     return problems
 
 
-def _check_determinism(experiments: Path, record: Record) -> list[str]:
-    stage = record.stages.get("determinism")
-    if stage is None or stage.outcome == "skipped":
-        return []
-    previous, hashes, _problems = _compared_hashes(experiments, record)  # reported by the above
-    if previous is None and hashes is None:
-        previous = _previous_record(experiments, record, stage)
-        hashes = record_hashes(previous) if previous is not None else None
-    return determinism_problems(record, stage, previous, hashes)
-
-
-def _previous_record(experiments: Path, record: Record, stage: StageEntry | None) -> Record | None:
+def _previous_record(experiments: Path, record: Record, stage: StageEntry) -> RecordView | None:
     """The record compared with: named by folder, else the previous release's newest published
-    record of the same cluster shape when the determinism stage started (the one the gate read)."""
-    if not record.previous or stage is None:
+    record of the same cluster shape when the stage started (the one the gate read)."""
+    if not record.previous:
         return None
     folder = experiments / record.previous
     if (folder / "record.json").is_file():

@@ -24,6 +24,7 @@ from typing import Any
 
 from flows.errors import RecordError
 from flows.gates.base import GateResult
+from flows.gates.registry import REGISTRY
 from flows.record.atomic import dump_json, sha256_file, write_json, write_text
 from flows.record.legacy import upgrade_result
 from flows.record.model import (
@@ -34,7 +35,6 @@ from flows.record.model import (
     Record,
     StageEntry,
 )
-from flows.record.plots import make_plots
 from flows.record.reader import list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme
 from flows.secrets import Secrets
@@ -300,3 +300,13 @@ def _result_class(result_type: str) -> type[GateResult]:
     if isinstance(found, type) and issubclass(found, GateResult):
         return found
     return GateResult
+
+
+def make_plots(record: Record, folder: Path) -> list[Path]:
+    """Every plot the gates' stories draw from the record's summaries; the files written."""
+    written: list[Path] = []
+    for gate in REGISTRY:
+        entry = record.stages.get(gate.name)
+        if entry is not None and entry.summary is not None:
+            written += gate.story.plots(entry.summary, folder)
+    return written

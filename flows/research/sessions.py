@@ -90,11 +90,12 @@ def benchmark_sessions(  # noqa: PLR0917 - a flow's parameters are its command l
     out: str,
 ) -> list[SessionRow]:
     """Build and install once, then run the benchmark gate's session `sessions` times."""
+    from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
     from flows.gates.benchmark.runner import run_benchmark  # noqa: PLC0415
     from flows.gates.benchmark.summary import BenchmarkSummary  # noqa: PLC0415
-    from flows.pipeline.aa_ledger import ledger_for  # noqa: PLC0415
     from flows.pipeline.events import observer_of_run  # noqa: PLC0415
     from flows.pipeline.prelude import prepared_cluster  # noqa: PLC0415
+    from flows.record.aa_ledger import ledger_for  # noqa: PLC0415
     from flows.spec.cluster import Cluster  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import load_previous, load_release  # noqa: PLC0415
@@ -106,6 +107,7 @@ def benchmark_sessions(  # noqa: PLR0917 - a flow's parameters are its command l
     if previous is None:
         raise SystemExit(f"{release_file}: names no previous release; pass --previous")
     cluster = load_model(cluster_file, Cluster)
+    check_fits(cluster, release)
     settings = release.gates.benchmark
     if max_arms is not None:
         settings = settings.model_copy(update={"max_arms": max_arms})

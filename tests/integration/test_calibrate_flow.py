@@ -16,8 +16,8 @@ import pytest
 
 from flows.gates.base import GateContext
 from flows.gates.benchmark.summary import CalibrationSummary
-from flows.pipeline.aa_ledger import CALIBRATION_DIR, ledger_for
 from flows.record import read_record
+from flows.record.aa_ledger import CALIBRATION_DIR, ledger_for
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release

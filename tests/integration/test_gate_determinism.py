@@ -10,7 +10,7 @@ import pytest
 
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
-from flows.gates.base import GateResult, Outcome
+from flows.gates.base import GateResult, Outcome, PreviousOutputs
 from flows.gates.determinism.chat import canonical
 from flows.gates.determinism.runner import run_determinism
 from flows.spec.cluster import Cluster
@@ -89,13 +89,15 @@ def test_r1_passes_and_r2_matches_its_hashes(
     r2 = load_model(ROOT / "releases/r2.yaml", Release)
     second = run_determinism(
         context_for(local_cluster, transports, state, r2, previous=release_r1),
-        SHORT, tmp_path / "r2", previous_hashes=stored,
+        SHORT, tmp_path / "r2", previous=PreviousOutputs(record="r1-record", hashes=stored),
     )  # fmt: skip
     assert second.outcome == Outcome.PASSED, second.reason
     previous = _summary(second)["against_previous"]
     assert previous["mode"] == "unchanged"
     assert previous["identical"] == previous["total"] == 4
     assert previous["chat_identical"] == previous["chat_total"] == 2
+    kept = json.loads((tmp_path / "r2/previous-hashes.json").read_text())
+    assert (kept["release"], kept["record"]) == ("r1", "r1-record")  # named by History
 
 
 def test_chat_probes_off_sends_only_completions(

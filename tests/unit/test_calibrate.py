@@ -17,9 +17,9 @@ from flows.errors import BootError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark.rules import arm_folder
 from flows.gates.benchmark.summary import CalibrationSummary
-from flows.pipeline.aa_ledger import CALIBRATION_DIR, GAPS_FILE, ledger_for, ledger_from_records
 from flows.pipeline.calibrate import STAGE, VERDICT, run_calibration
 from flows.record import read_record, verify
+from flows.record.aa_ledger import CALIBRATION_DIR, GAPS_FILE, ledger_for, ledger_from_records
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

@@ -51,14 +51,7 @@ LAYER_RULES = (
 )
 """The layer rules: each forbidden edge with the reason it is forbidden."""
 
-PENDING_LAYER_FIXES: dict[tuple[str, str], str] = {
-    ("flows.gates.determinism.runner", "flows.record.reader"): (
-        "gates-story: History hands the determinism gate the previous record (latest_record)"
-    ),
-    ("flows.record.recompute", "flows.cluster.boot.timeline"): (
-        "gates-story: each gate recomputes its own story; record stops importing cluster.boot"
-    ),
-}
+PENDING_LAYER_FIXES: dict[tuple[str, str], str] = {}
 """Imports against a rule that another branch removes, each with who removes it (empty it when
 that branch lands: an entry whose import is gone fails the test)."""
 

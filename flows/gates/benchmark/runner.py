@@ -28,6 +28,7 @@ from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
+from flows.gates.benchmark.plan import plan_steps
 from flows.gates.benchmark.rules import (
     LEDGER_FILE,
     NAME,
@@ -41,9 +42,11 @@ from flows.gates.benchmark.rules import (
     run_session,
     session_looks,
 )
+from flows.gates.benchmark.story import BENCHMARK_STORY, BenchmarkStory
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
+from flows.gates.plan import PlanContext, PlanStep
 from flows.spec.release import BenchmarkGate, Release
 from flows.spec.suite import Suite
 from flows.spec.suites import load_suites
@@ -149,6 +152,7 @@ class BenchmarkRunner:
     settings_model: type[BenchmarkGate] = BenchmarkGate
     summary_model: type[BenchmarkSummary] = BenchmarkSummary
     boot_failure: str = "an arm failed to boot"
+    story: BenchmarkStory = BENCHMARK_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History
@@ -156,6 +160,10 @@ class BenchmarkRunner:
         """The A/A ledger of earlier records of this cluster shape and suite."""
         del earlier
         return history.ledger(context, context.release.gates.benchmark)
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What the gate would do on which node (`sparkgate qualify --plan`)."""
+        return plan_steps(given)
 
     def run(
         self, context: GateContext, settings: BenchmarkGate, inputs: Ledger | None, files: GateFiles

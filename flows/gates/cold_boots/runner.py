@@ -37,6 +37,7 @@ from flows.gates.base import (
     Outcome,
     api_base_url,
 )
+from flows.gates.cold_boots.plan import plan_steps
 from flows.gates.cold_boots.rules import (
     NAME,
     BootObservation,
@@ -44,11 +45,13 @@ from flows.gates.cold_boots.rules import (
     cold_boots_verdict,
     rank_figures,
 )
+from flows.gates.cold_boots.story import COLD_BOOTS_STORY, ColdBootsStory
 from flows.gates.cold_boots.summary import ColdBootsSummary
 from flows.gates.determinism.summary import DeterminismSummary, PromptHashes
 from flows.gates.files import GateFiles
 from flows.gates.harness import run_gate
 from flows.gates.outputs import Output, hashes, matches_reference, output_from_completion
+from flows.gates.plan import PlanContext, PlanStep
 from flows.gates.prompts import Prompt, named_prompts
 from flows.gates.running import running_release
 from flows.gates.traffic import complete, open_client, stream
@@ -68,6 +71,7 @@ class ColdBootsRunner:
     settings_model: type[ColdBootsGate] = ColdBootsGate
     summary_model: type[ColdBootsSummary] = ColdBootsSummary
     boot_failure: str = "boot failed"
+    story: ColdBootsStory = COLD_BOOTS_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History
@@ -77,6 +81,10 @@ class ColdBootsRunner:
         determinism = earlier.get("determinism")
         summary = determinism.summary_as(DeterminismSummary) if determinism else None
         return summary.hash_table() if summary is not None else None
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What the gate would do on which node (`sparkgate qualify --plan`)."""
+        return plan_steps(given)
 
     def run(
         self, context: GateContext, settings: ColdBootsGate, inputs: Hashes | None, files: GateFiles

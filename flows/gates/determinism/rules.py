@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from flows.gates.base import GateContext, Outcome
+from flows.gates.base import Outcome
 from flows.gates.determinism.chat import content_hash, output_of
 from flows.gates.determinism.summary import (
     ChatHashes,
@@ -38,7 +38,7 @@ from flows.gates.outputs import (
 )
 from flows.gates.prompts import CHAT_IDS, Prompt
 from flows.gates.traffic import Answered
-from flows.spec.release import DeterminismGate
+from flows.spec.release import DeterminismGate, Outputs
 
 NAME = "determinism"
 Runs = dict[str, list[Answered]]
@@ -198,26 +198,31 @@ def determinism_verdict(
 
 def judge(
     runs: Runs,
-    context: GateContext,
     settings: DeterminismGate,
+    declared: Outputs,
+    previous: str | None,
     previous_hashes: Mapping[str, Mapping[str, Any]] | None,
 ) -> tuple[DeterminismSummary, Outcome, str]:
-    """The summary and verdict from the raw runs (pure; also what a verifier recomputes)."""
+    """The summary and verdict from the raw runs (pure; also what a verifier recomputes).
+
+    `declared` is the release's declared output change, `previous` the previous release's
+    name (None: the release has none) and `previous_hashes` that release's stored hashes.
+    """
     outputs = {name: [output_of(a) for a in run] for name, run in runs.items()}
     reference = {o.prompt: o for o in outputs["alone"]}
     scenarios = [
         compare_outputs(name, reference, outs) for name, outs in outputs.items() if name != "alone"
     ]
-    previous = against_previous(
+    compared = against_previous(
         outputs["alone"],
         previous_hashes,
-        change=context.release.outputs.change,
-        change_reason=context.release.outputs.reason,
-        enabled=settings.against_previous and context.previous is not None,
-        previous_name=context.previous.name if context.previous else "the previous release",
+        change=declared.change,
+        change_reason=declared.reason,
+        enabled=settings.against_previous and previous is not None,
+        previous_name=previous or "the previous release",
     )
-    passed, reason = determinism_verdict(scenarios, previous)
-    summary = _summary(runs, outputs["alone"], scenarios, previous, settings)
+    passed, reason = determinism_verdict(scenarios, compared)
+    summary = _summary(runs, outputs["alone"], scenarios, compared, settings)
     return summary, Outcome.PASSED if passed else Outcome.FAILED, reason
 
 

@@ -30,8 +30,16 @@ from typing import Any
 import aiohttp
 
 from flows.errors import BootError, GateError, SparkgateError
-from flows.gates.base import GateContext, GateResult, GateVerdict, History, api_base_url
+from flows.gates.base import (
+    GateContext,
+    GateResult,
+    GateVerdict,
+    History,
+    PreviousOutputs,
+    api_base_url,
+)
 from flows.gates.determinism.chat import send
+from flows.gates.determinism.plan import plan_steps
 from flows.gates.determinism.rules import (
     NAME,
     PREVIOUS_FILE,
@@ -40,18 +48,18 @@ from flows.gates.determinism.rules import (
     previous_copy,
     stored_hashes,
 )
+from flows.gates.determinism.story import DETERMINISM_STORY, DeterminismStory
 from flows.gates.determinism.summary import DeterminismSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
 from flows.gates.outputs import Output
+from flows.gates.plan import PlanContext, PlanStep
 from flows.gates.prompts import Prompt, chat_probes, long_prompt, named_prompts
 from flows.gates.running import running_release
 from flows.gates.traffic import Answered, Client, open_client, stream
-from flows.record.reader import latest_record
 from flows.spec.release import DeterminismGate
 
 SCENARIOS = 7  # alone, all at once, staggered, mixed, cached, beside sampled, again
-Hashes = Mapping[str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -63,19 +71,24 @@ class DeterminismRunner:
     settings_model: type[DeterminismGate] = DeterminismGate
     summary_model: type[DeterminismSummary] = DeterminismSummary
     boot_failure: str = "boot failed"
+    story: DeterminismStory = DETERMINISM_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History
-    ) -> Hashes | None:
-        """The previous release's hashes, from its newest record (None: nothing to compare)."""
+    ) -> PreviousOutputs | None:
+        """The previous release's hashes and their record (None: nothing to compare with)."""
         del earlier
-        return history.previous_hashes(context)
+        return history.previous_outputs(context)
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What the gate would do on which node (`sparkgate qualify --plan`)."""
+        return plan_steps(given)
 
     def run(
         self,
         context: GateContext,
         settings: DeterminismGate,
-        inputs: Hashes | None,
+        inputs: PreviousOutputs | None,
         files: GateFiles,
     ) -> GateVerdict:
         """Boot the candidate, run every scenario, compare, hash; the cluster is stopped after."""
@@ -101,13 +114,12 @@ class DeterminismRunner:
         for name, run in runs.items():
             files.write_json(f"scenarios/{name}.json", _raw(run))
         files.write_json("scenarios/sampled-streams.json", [o.model_dump() for o in sampled])
-        summary, outcome, reason = judge(runs, context, settings, inputs)
+        hashes = inputs.hashes if inputs is not None else None
+        previous = context.previous.name if context.previous is not None else None
+        summary, outcome, reason = judge(runs, settings, context.release.outputs, previous, hashes)
         files.write_json("hashes.json", stored_hashes(runs["alone"], prompts, long, chat))
         if inputs is not None and context.previous is not None:
-            found = latest_record(
-                context.experiments, context.previous.name, shape=context.cluster.shape
-            )
-            kept = previous_copy(context.previous.name, found.name if found else None, inputs)
+            kept = previous_copy(context.previous.name, inputs.record, inputs.hashes)
             files.write_json(PREVIOUS_FILE, kept)
         files.write_json("summary.json", summary.model_dump(mode="json"))
         return GateVerdict(outcome=outcome, reason=reason, summary=summary)
@@ -121,10 +133,10 @@ def run_determinism(
     settings: DeterminismGate,
     out_dir: Path,
     *,
-    previous_hashes: Hashes | None = None,
+    previous: PreviousOutputs | None = None,
 ) -> GateResult:
     """The gate through the harness, on its own (tests and scripts)."""
-    return run_gate(DETERMINISM, context, settings, previous_hashes, out_dir)
+    return run_gate(DETERMINISM, context, settings, previous, out_dir)
 
 
 def _raw(run: Sequence[Answered]) -> list[dict[str, Any]]:

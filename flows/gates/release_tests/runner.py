@@ -27,6 +27,8 @@ from flows.fileio import sha256_file
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
+from flows.gates.plan import PlanContext, PlanStep
+from flows.gates.release_tests.plan import plan_steps
 from flows.gates.release_tests.rules import (
     NAME,
     FileOutcome,
@@ -36,6 +38,7 @@ from flows.gates.release_tests.rules import (
     summary,
     verdict,
 )
+from flows.gates.release_tests.story import RELEASE_TESTS_STORY, ReleaseTestsStory
 from flows.gates.release_tests.summary import ReleaseTestsSummary
 from flows.spec.load import load_model
 from flows.spec.release import ReleaseTestsGate
@@ -72,12 +75,17 @@ class ReleaseTestsRunner:
     settings_model: type[ReleaseTestsGate] = ReleaseTestsGate
     summary_model: type[ReleaseTestsSummary] = ReleaseTestsSummary
     boot_failure: str = "boot failed"
+    story: ReleaseTestsStory = RELEASE_TESTS_STORY
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History
     ) -> None:
         """Nothing from earlier gates or records."""
         del context, earlier, history
+
+    def plan(self, given: PlanContext) -> list[PlanStep]:
+        """What the gate would do on which node (`sparkgate qualify --plan`)."""
+        return plan_steps(given)
 
     def run(
         self, context: GateContext, settings: ReleaseTestsGate, inputs: None, files: GateFiles

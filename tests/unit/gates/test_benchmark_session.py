@@ -13,6 +13,7 @@ from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.bench.runner import suite_digest
 from flows.gates.base import GateContext, Outcome
 from flows.gates.benchmark import runner as benchmark
+from flows.gates.benchmark.recompute import benchmark_problems
 from flows.gates.benchmark.rules import (
     LEDGER_FILE,
     Focus,
@@ -25,9 +26,8 @@ from flows.gates.benchmark.rules import (
     run_session,
 )
 from flows.gates.benchmark.runner import finished_arm, run_benchmark
+from flows.gates.benchmark.story import kv_capacity_line
 from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.record.recompute import benchmark_problems
-from flows.record.tables import kv_capacity_line
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release

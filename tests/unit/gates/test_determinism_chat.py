@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.base import GateResult, Outcome
 from flows.gates.determinism.chat import canonical, content_hash, output_from_chat, output_of
 from flows.gates.determinism.rules import (
     against_previous,
@@ -276,10 +276,9 @@ def _record_with_chat(tmp_path: Path) -> Path:
         (out / "scenarios").mkdir(exist_ok=True)
         (out / "scenarios" / f"{name}.json").write_text(json.dumps(raw))
         files.append(f"scenarios/{name}.json")
-    context = GateContext(
-        cluster=cluster, release=release, previous=None, transports={}, state=out, experiments=out
+    summary, outcome, reason = judge(
+        runs, release.gates.determinism, release.outputs, previous=None, previous_hashes=None
     )
-    summary, outcome, reason = judge(runs, context, release.gates.determinism, None)
     assert outcome == Outcome.PASSED, reason
     assert set(summary.chat_hashes) == {CHAT_TOOL_ID, CHAT_JSON_ID}
     result = GateResult(

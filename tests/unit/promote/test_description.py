@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flows.gates.benchmark.story import headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.promote import decision_description, described_record
-from flows.record.brief import headline_changes
 from flows.record.reader import read_record
 
 RECORDS = Path(__file__).resolve().parents[2] / "data" / "records" / "schema-1"

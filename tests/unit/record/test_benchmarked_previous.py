@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from flows.errors import MissingPreviousError
+from flows.pipeline.inputs import QualificationInputs
 from flows.pipeline.plan import qualification_plan
 from flows.pipeline.previous import as_qualified, benchmarked_previous
 from flows.record.writer import open_record
@@ -157,7 +158,11 @@ def test_the_plan_names_each_arm_image_and_shows_the_refusal_it_would_meet(
     experiments = tmp_path / "experiments"
 
     def images() -> dict[str, str]:
-        plan = qualification_plan(candidate_file, candidate, previous, cluster, experiments)
+        given = QualificationInputs(
+            release_file=candidate_file, cluster_file=candidate_file, release=candidate,
+            previous=previous, cluster=cluster, suite=None,
+        )  # fmt: skip
+        plan = qualification_plan(given, experiments)
         (step,) = [s for s in plan.steps if s.stage == "benchmark"]
         return dict(step.detail["images"])
 

@@ -9,8 +9,9 @@ from rich.console import Console
 
 from flows.cli import main
 from flows.commands.records import records_table
+from flows.gates.benchmark.story import headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
-from flows.record.brief import brief_lines, headline_changes
+from flows.record.brief import brief_lines
 from flows.record.reader import list_records
 
 RECORDS = Path(__file__).resolve().parents[2] / "data" / "records" / "schema-1"

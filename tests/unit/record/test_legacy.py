@@ -7,9 +7,10 @@ from pathlib import Path
 
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.cold_boots.summary import ColdBootsSummary
+from flows.gates.determinism.kept import record_hashes
 from flows.gates.determinism.summary import DeterminismSummary
 from flows.gates.release_tests.summary import ReleaseTestsSummary
-from flows.record import SCHEMA_VERSION, read_record, record_hashes, verify
+from flows.record import SCHEMA_VERSION, read_record, verify
 from flows.record.legacy import LEGACY_VERSION, upgrade_record, upgrade_result
 from flows.record.writer import RecordWriter
 

@@ -10,7 +10,7 @@ from typing import Any
 from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.cluster.boot.timeline import BootTimeline, RankTimeline
-from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.base import GateResult, Outcome
 from flows.gates.benchmark.rules import Focus, Role, arm_folder, run_session
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.cold_boots.rules import (
@@ -144,10 +144,9 @@ def _determinism_stage(out: Path, release: Release, cluster: Cluster) -> GateRes
         (out / "scenarios").mkdir(exist_ok=True)
         (out / "scenarios" / f"{name}.json").write_text(json.dumps(raw))
         files.append(f"scenarios/{name}.json")
-    context = GateContext(
-        cluster=cluster, release=release, previous=None, transports={}, state=out, experiments=out
+    summary, outcome, reason = judge(
+        runs, release.gates.determinism, release.outputs, previous=None, previous_hashes=None
     )
-    summary, outcome, reason = judge(runs, context, release.gates.determinism, None)
     return GateResult(
         gate="determinism", outcome=outcome, reason=reason, started_at=datetime.now(UTC),
         seconds=1.0, summary=summary, files=files,

@@ -6,14 +6,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from flows.bench.stats import SlowerRule
+from flows.gates.benchmark.story import bench_problems, bench_verdicts, tolerance_pct
 from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
+from flows.gates.cold_boots.story import boots_problems
 from flows.gates.cold_boots.summary import BootRow
 from flows.gates.determinism.summary import FirstDifference, PreviousReport, ScenarioRow
 from flows.gates.release_tests.summary import FileRow
 from flows.gates.summaries import GateSummary
 from flows.record import read_record, render_index, render_readme, write_index
 from flows.record.model import Record, StageEntry
-from flows.record.tables import bench_problems, bench_verdicts, boots_problems, tolerance_pct
 from flows.record.writer import RecordWriter
 from tests.support import summaries
 

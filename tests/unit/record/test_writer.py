@@ -11,8 +11,9 @@ import pytest
 
 from flows.errors import RecordError
 from flows.gates.base import GateResult, Outcome
+from flows.gates.determinism.kept import record_hashes
 from flows.gates.determinism.summary import DeterminismSummary
-from flows.record import latest_record, read_record, record_hashes, verify
+from flows.record import latest_record, read_record, verify
 from flows.record.writer import RecordWriter, open_record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
