@@ -7,6 +7,7 @@ its exit code (2 for bad input), never a traceback.
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import click
@@ -14,7 +15,7 @@ import typer
 
 from flows import __version__
 from flows.commands import register_all
-from flows.errors import SparkgateError
+from flows.errors import SparkgateError, SpecError
 from flows.ui.console import err_console
 
 app = typer.Typer(
@@ -44,10 +45,23 @@ def _root(
 register_all(app)
 
 
+def _invoke(argv: list[str] | None) -> object:
+    """The app, with a path argument the system cannot even look up (a name over 255 bytes,
+    wherever it is first used) turned into bad input instead of a traceback."""
+    try:
+        return app(args=argv, standalone_mode=False)
+    except OSError as error:
+        if error.errno != errno.ENAMETOOLONG:
+            raise
+        name = str(error.filename or "a path")
+        shown = name if len(name) <= 80 else f"{name[:80]}..."
+        raise SpecError("file name too long", file=shown) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     try:
-        returned = app(args=argv, standalone_mode=False)
+        returned = _invoke(argv)
     except SparkgateError as error:
         err_console.print(str(error), markup=False, highlight=False, soft_wrap=True)
         return error.exit_code

@@ -143,7 +143,16 @@ class RecordError(SparkgateError):
     """An experiments record is missing, malformed or does not verify."""
 
 
-class DiskFullError(SparkgateError):
+class MachineError(SparkgateError):
+    """The machine sparkgate runs on failed a write or read (disk full, I/O error, read-only).
+
+    Says nothing about the release: it is reported as the machine's failure, never as a gate's or
+    a promotion's verdict, so the fix (free space, repair the disk) is not mistaken for a
+    release problem.
+    """
+
+
+class DiskFullError(MachineError):
     """A file could not be written for lack of space or quota; says if its old version is intact."""
 
 

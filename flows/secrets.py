@@ -8,6 +8,15 @@ lists the key in `secret_keys`. Writers redact by key where a mapping or argv na
 replace the literal secret values wherever they appear in other text (a command line, `docker
 inspect` JSON) as a second line of defence.
 
+Every rule lives here, once: a command line (`Secrets.argv`: a secret `--flag VALUE` whatever
+VALUE starts with, `--flag=VALUE`, `NAME=VALUE`, an HTTP header item such as `Authorization:
+Bearer ...` after `-H`, the same forms inside a shell string such as `sh -c '...'`), any text
+(`Secrets.text`: the literal values, the password of `scheme://user:password@host`, a bearer
+token, an `Authorization:` header), and a spec dump (`Secrets.spec`: every list of strings is
+read as a command line). `collect` and `argv_values` gather the literal values of mappings and
+command lines by the same rules, so that a value echoed elsewhere (a log, `docker inspect`) is
+scrubbed too.
+
 Secrets need not be YAML literals: an env value written as exactly `{env:NAME}` is read from
 sparkgate's own environment, `{file:PATH}` from a file inside the project, both at launch time
 (`resolve_env`); specs, plans and records keep the reference, never the resolved value.
@@ -44,6 +53,25 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER_ONLY = re.compile(r"^\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_.-]+)?\}$")
 _ENV_ITEM = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _FLAG = re.compile(r"^--?([A-Za-z0-9][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
+_HEADER = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*:\s*(\S.*)$", re.DOTALL)
+"""One argv item that is an HTTP header (`curl -H 'X-Api-Key: ...'`)."""
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+"""Headers whose value is a secret though their name does not say so (AUTHOR is not AUTH)."""
+_WORD = r"(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)"
+_INLINE_FLAG = re.compile(rf"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_.-]*)(=|\s+)({_WORD})")
+_INLINE_PAIR = re.compile(rf"(?<![\w-])([A-Za-z_][A-Za-z0-9_]*)=({_WORD})")
+_INLINE_HEADER = re.compile(r"(?<![\w-])([A-Za-z0-9_-]+):[ \t]*([^'\"\n]+)")
+# every pattern starts only where a word starts (a look-behind), so a long run of letters is
+# scanned once, not once per position (a 1 MB line of base64 took minutes)
+_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*:)([^/\s@'\"]+)@"
+)
+_AUTHORIZATION = re.compile(
+    r"((?:Proxy-)?Authorization\s*:\s*(?:(?:Bearer|Basic|Digest|Token)\s+)?)([^\s'\"]+)",
+    re.IGNORECASE,
+)
+_SCHEME = re.compile(r"^(?:Bearer|Basic|Digest|Token)\s+", re.IGNORECASE)
+_BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/=-]{4,})")
 ENV_CONTAINERS = frozenset({"env", "args", "options"})
 """Keys of a spec dump whose mapping holds env values, build arguments or engine options."""
 
@@ -92,34 +120,20 @@ class Secrets:
         return {k: self._value(k, v) for k, v in values.items()}
 
     def argv(self, argv: Sequence[str]) -> list[str]:
-        """A command line with secret `--flag VALUE`, `--flag=VALUE`, `NAME=VALUE` redacted."""
-        out: list[str] = []
-        hide_next = False
-        for item in argv:
-            if hide_next:
-                out.append(REDACTED if not item.startswith("-") else self.text(item))
-                hide_next = item.startswith("-") and self._flag_secret(item)
-                continue
-            flag = _FLAG.match(item)
-            pair = _ENV_ITEM.match(item)
-            if flag and self.secret(flag.group(1)):
-                if flag.group(2) is None:
-                    hide_next = True
-                    out.append(item)
-                else:
-                    out.append(f"{item.split('=', 1)[0]}={REDACTED}")
-            elif pair and self.secret(pair.group(1)):
-                out.append(f"{pair.group(1)}={self._value(pair.group(1), pair.group(2))}")
-            else:
-                out.append(self.text(item))
-        return out
+        """A command line with its secrets redacted (the forms in the module docstring)."""
+        return [shown for shown, _ in self._argv(argv)]
+
+    def argv_values(self, argv: Sequence[str]) -> list[str]:
+        """The secret values a command line holds, by the same rules as `argv`."""
+        return [value for _, hidden in self._argv(argv) for value in hidden]
 
     def text(self, text: str) -> str:
-        """`text` with every literal secret value (of at least MIN_SCRUBBED characters) replaced."""
+        """`text` with every literal secret value (of at least MIN_SCRUBBED characters), URL
+        password, bearer token and Authorization header value replaced."""
         for value in self.values:
             if len(value) >= MIN_SCRUBBED and value in text:
                 text = text.replace(value, REDACTED)
-        return text
+        return _free_text(text, [])
 
     def json(self, data: Any, *, by_key: bool = True) -> Any:
         """A JSON-like value with secrets redacted: every string scrubbed of secret values;
@@ -152,8 +166,70 @@ class Secrets:
                 for key, item in data.items()
             }
         if isinstance(data, list | tuple):
+            if all(isinstance(item, str) for item in data):
+                return self.argv(data)  # serve_args, launch argv, model_prepare ...
             return [self.spec(item) for item in data]
         return self.json(data, by_key=False)
+
+    def _argv(self, argv: Sequence[str]) -> list[tuple[str, list[str]]]:
+        """Each item as shown, with the secret values it hid."""
+        out: list[tuple[str, list[str]]] = []
+        hide_next = False
+        for item in argv:
+            if hide_next:  # the value of a secret flag, even one starting with a dash
+                hide_next = False
+                out.append((REDACTED, [item]) if _holds(item) else (item, []))
+                continue
+            flag = _FLAG.match(item)
+            pair = _ENV_ITEM.match(item)
+            header = _HEADER.match(item)
+            if flag and self.secret(flag.group(1)):
+                hide_next = flag.group(2) is None
+                shown = item if hide_next else f"{item.split('=', 1)[0]}={REDACTED}"
+                out.append((shown, [] if hide_next else [flag.group(2)]))
+            elif pair and self.secret(pair.group(1)):
+                shown = f"{pair.group(1)}={self._value(pair.group(1), pair.group(2))}"
+                out.append((shown, [pair.group(2)] if shown != item else []))
+            elif header and self._secret_header(header.group(1)):
+                out.append((f"{header.group(1)}: {REDACTED}", [_credential(header.group(2))]))
+            else:
+                out.append(self._command_text(item))
+        return out
+
+    def _secret_header(self, name: str) -> bool:
+        return self.secret(name) or name.lower() in SECRET_HEADERS
+
+    def _command_text(self, text: str) -> tuple[str, list[str]]:
+        """One argv item that may be a whole shell command (`sh -c '...'`): the rules of
+        `argv` applied to the words inside it, then those of `text`."""
+        hidden: list[str] = []
+
+        def flag(match: re.Match[str]) -> str:
+            name = match.group(1).lstrip("-")
+            if not self.secret(name) or not _holds(_unquoted(match.group(3))):
+                return match.group(0)
+            hidden.append(_unquoted(match.group(3)))
+            return f"{match.group(1)}{match.group(2)}{REDACTED}"
+
+        def pair(match: re.Match[str]) -> str:
+            if not self.secret(match.group(1)) or not _holds(_unquoted(match.group(2))):
+                return match.group(0)
+            hidden.append(_unquoted(match.group(2)))
+            return f"{match.group(1)}={REDACTED}"
+
+        def header(match: re.Match[str]) -> str:
+            if not self._secret_header(match.group(1)):
+                return match.group(0)
+            hidden.append(_credential(match.group(2).strip()))
+            return f"{match.group(1)}: {REDACTED}"
+
+        shown = _INLINE_FLAG.sub(flag, text)
+        shown = _INLINE_PAIR.sub(pair, shown)
+        shown = _INLINE_HEADER.sub(header, shown)
+        for value in self.values:
+            if len(value) >= MIN_SCRUBBED and value in shown:
+                shown = shown.replace(value, REDACTED)
+        return _free_text(shown, hidden), hidden
 
     def _value(self, name: str, value: str) -> str:
         if self.secret(name) and not is_indirect(value) and value != "":
@@ -167,16 +243,18 @@ class Secrets:
             and (value not in ("", None))
         )
 
-    def _flag_secret(self, item: str) -> bool:
-        flag = _FLAG.match(item)
-        return bool(flag and flag.group(2) is None and self.secret(flag.group(1)))
 
-
-def collect(mappings: Iterable[Mapping[str, str]], names: Iterable[str] = ()) -> Secrets:
-    """The secrets of env/argument mappings: their secret values and, for references, the value
-    they resolve to now (so that a resolved value echoed into text is scrubbed too)."""
+def collect(
+    mappings: Iterable[Mapping[str, str]],
+    names: Iterable[str] = (),
+    argvs: Iterable[Sequence[str]] = (),
+) -> Secrets:
+    """The secrets of env/argument mappings and command lines: their secret values and, for
+    references, the value they resolve to now (so that a resolved value echoed into text is
+    scrubbed too)."""
     extra = frozenset(names)
-    values: list[str] = []
+    by_name = Secrets(extra)
+    values: list[str] = [v for argv in argvs for v in by_name.argv_values(argv)]
     for mapping in mappings:
         for key, value in mapping.items():
             if not is_secret(key, extra) or value == "":
@@ -254,6 +332,34 @@ def _read_file(value: str, target: str, key: str, root: Path | None) -> str:
         return path.read_text().strip()
     except OSError as error:
         raise SpecError(f"{value}: cannot read ({error.strerror})", key=key) from None
+
+
+def _free_text(text: str, hidden: list[str]) -> str:
+    """The rules for any text: a URL's password, an Authorization header, a bearer token."""
+
+    def keep(match: re.Match[str]) -> str:
+        if match.group(2) == REDACTED:
+            return match.group(0)
+        hidden.append(match.group(2))
+        return f"{match.group(1)}{REDACTED}"
+
+    text = _USERINFO.sub(lambda m: f"{keep(m)}@", text)
+    text = _AUTHORIZATION.sub(keep, text)
+    return _BEARER.sub(keep, text)
+
+
+def _credential(value: str) -> str:
+    """A header's secret without its scheme word (`Bearer X` -> X), to scrub it anywhere."""
+    return _SCHEME.sub("", value)
+
+
+def _holds(value: str) -> bool:
+    """Whether a value found after a secret name is one (not empty, not only a reference)."""
+    return value != "" and not is_indirect(value)
+
+
+def _unquoted(word: str) -> str:
+    return word[1:-1] if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"" else word
 
 
 def _try_resolve(value: str) -> str:

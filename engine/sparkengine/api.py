@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from sparkengine import events, tokenizer
+from sparkengine.connections import DEFAULT_READ_TIMEOUT
 from sparkengine.engine import HeadEngine
 from sparkengine.errors import RequestError, RequestFailedError
 from sparkengine.metrics import Metrics
@@ -33,6 +34,10 @@ from sparkengine.structured import render
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPEN_PATHS = frozenset({"/health", "/metrics"})  # reachable without the API key
 DEFAULT_MAX_BODY = 2 << 20
+
+
+class BodyTimeoutError(Exception):
+    """A request body still arriving after read_timeout (a 408, and the connection closed)."""
 
 
 def error_response(
@@ -144,6 +149,7 @@ class Api:
         api_key: str | None,
         limits: Limits | None = None,
         max_body: int = DEFAULT_MAX_BODY,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         self.engine = engine
         self.metrics = metrics
@@ -154,11 +160,14 @@ class Api:
         self.api_key = api_key
         self.limits = limits or Limits()
         self.max_body = max_body
+        self.read_timeout = read_timeout
         self.created = int(time.time())
 
-    def app(self) -> web.Application:
-        """The aiohttp application."""
-        app = web.Application(middlewares=[self._errors], client_max_size=self.max_body)
+    def app(self, *middlewares: Any) -> web.Application:
+        """The aiohttp application (`middlewares` run before the API's own)."""
+        app = web.Application(
+            middlewares=[*middlewares, self._errors], client_max_size=self.max_body
+        )
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_get("/v1/models", self.models)
@@ -175,10 +184,8 @@ class Api:
             return await handler(request)
         except RequestError as exc:
             return error_response(400, str(exc), exc.param, exc.code)
-        except web.HTTPRequestEntityTooLarge:
-            return error_response(
-                413, f"request body exceeds {self.max_body} bytes", code="body_too_large"
-            )
+        except (BodyTimeoutError, web.HTTPRequestEntityTooLarge) as exc:
+            return self._body_refused(exc)
         except RequestFailedError as exc:
             return error_response(500, str(exc))
         except web.HTTPException:
@@ -189,8 +196,21 @@ class Api:
             events.emit("request_error", error=type(exc).__name__, message=str(exc))
             return error_response(500, f"internal error: {type(exc).__name__}")
 
+    def _body_refused(self, exc: Exception) -> web.Response:
+        """413 for a body over max_body; 408, closing the connection, for one too slow."""
+        if not isinstance(exc, BodyTimeoutError):
+            return error_response(
+                413, f"request body exceeds {self.max_body} bytes", code="body_too_large"
+            )
+        message = f"the request body did not arrive within {self.read_timeout:g} s"
+        response = error_response(408, message, code="body_timeout")
+        response.force_close()  # the rest of a slow body is not waited for
+        return response
+
     def _authorized(self, request: web.Request) -> bool:
-        given = request.headers.get("Authorization", "").encode()
+        # aiohttp keeps undecodable header bytes as surrogates: compare the bytes as sent, so a
+        # header that is not UTF-8 is a 401 like any other wrong key, never a 500
+        given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
         return hmac.compare_digest(given, f"Bearer {self.api_key}".encode())
 
     async def health(self, _request: web.Request) -> web.Response:
@@ -212,13 +232,21 @@ class Api:
         }
         return web.json_response({"object": "list", "data": [model]})
 
+    async def _read(self, request: web.Request) -> bytes:
+        """The whole body: at most max_body bytes (else 413), within read_timeout (else 408)."""
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                return await request.read()
+        except TimeoutError:
+            raise BodyTimeoutError from None
+
     async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()  # at most max_body bytes, else 413
+        raw = await self._read(request)
         return await asyncio.to_thread(_decode, raw)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """Token ids of a prompt (or of chat messages through the template)."""
-        raw = await request.read()
+        raw = await self._read(request)
         text = await asyncio.to_thread(self._tokenize, raw)
         return web.Response(text=text, content_type="application/json")
 
@@ -274,7 +302,9 @@ class Api:
         async with contextlib.aclosing(self._tokens(rid, gen)) as tokens:
             async for _ in tokens:
                 pass
-        return web.json_response(self._final(rid, gen, chat))
+        # a structured answer is built from the tokens (up to answer_size's budget): off the loop
+        text = await asyncio.to_thread(lambda: json.dumps(self._final(rid, gen, chat)))
+        return web.Response(text=text, content_type="application/json")
 
     async def _tokens(self, rid: str, gen: Generation) -> AsyncGenerator[None]:
         loop = asyncio.get_running_loop()
@@ -367,7 +397,7 @@ class Api:
             await response.write_eof()
             return response
         if gen.parsed.structure is not None:
-            await send([self._structured_delta(gen)])
+            await send([await asyncio.to_thread(self._structured_delta, gen)])
         if gen.parsed.include_usage:
             await send([], gen.usage())
         await response.write(b"data: [DONE]\n\n")

@@ -60,6 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-body-bytes", type=int, default=2 << 20, help="larger request bodies get 413"
     )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        help="open HTTP connections; one more is answered 503 and closed",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=30.0,
+        help="seconds for a request's head, and again for its body, to arrive (else closed/408)",
+    )
     serve.add_argument("--max-stop", type=int, default=16, help="stop strings per request")
     serve.add_argument("--max-stop-chars", type=int, default=256, help="length of a stop string")
     serve.add_argument(
@@ -129,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             step_tokens=args.step_tokens,
             max_seqs=args.max_seqs,
             max_body_bytes=args.max_body_bytes,
+            max_connections=args.max_connections,
+            read_timeout=args.read_timeout,
             limits=Limits(max_stop=args.max_stop, max_stop_chars=args.max_stop_chars),
             boot_token=os.environ.get(BOOT_TOKEN_ENV) or None,
         )

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sparkengine import tokenizer
+from sparkengine import answer_size, tokenizer
 from sparkengine.errors import RequestError
 from sparkengine.sampling import MIN_TEMPERATURE, SamplingParams
 from sparkengine.structured import Structure, parse_structure
@@ -213,6 +213,8 @@ def parse(
     if seed is not None and seed < 0:
         raise RequestError("'seed' must be a non-negative integer", "seed")
     stream_options = _opt(body, "stream_options", "dict", {})
+    structure = parse_structure(body) if chat else None
+    answer_size.check(structure, max_tokens)  # before anything is generated or built
     params = SamplingParams(
         max_tokens=max_tokens,
         temperature=temperature,
@@ -228,5 +230,5 @@ def parse(
         stream=_opt(body, "stream", "bool", False),
         include_usage=bool(stream_options.get("include_usage", False)),
         return_token_ids=_opt(body, "return_token_ids", "bool", False),
-        structure=parse_structure(body) if chat else None,
+        structure=structure,
     )

@@ -21,6 +21,12 @@ from sparkengine import events
 from sparkengine.api import Api
 from sparkengine.collectives import Group
 from sparkengine.config import ModelConfig, shard_for
+from sparkengine.connections import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT,
+    LINGER,
+    Gate,
+)
 from sparkengine.engine import HeadEngine, fail, worker_loop
 from sparkengine.errors import EngineError
 from sparkengine.faults import Faults, spin
@@ -57,6 +63,8 @@ class ServeOptions:
     step_tokens: int = 512
     max_seqs: int = 64
     max_body_bytes: int = 2 << 20
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    read_timeout: float = DEFAULT_READ_TIMEOUT
     limits: Limits = field(default_factory=Limits)
     boot_token: str | None = None  # shared by every rank of one boot; None: no authentication
 
@@ -207,6 +215,7 @@ def _serve_head(
         api_key=opts.api_key,
         limits=opts.limits,
         max_body=opts.max_body_bytes,
+        read_timeout=opts.read_timeout,
     )
     engine.start()
     try:
@@ -218,19 +227,30 @@ def _serve_head(
 
 async def _run_http(api: Api, opts: ServeOptions, engine: HeadEngine, started: float) -> None:
     # handler_cancellation: a client that leaves cancels its handler, which aborts its sequence
+    # keepalive_timeout: an idle kept-alive connection holds a slot of the gate no longer than
+    # a silent new one
+    gate = Gate(opts.max_connections, opts.read_timeout)
     runner = web.AppRunner(
-        api.app(), access_log=None, handle_signals=False, handler_cancellation=True
+        api.app(gate.middleware),
+        access_log=None,
+        handle_signals=False,
+        handler_cancellation=True,
+        keepalive_timeout=opts.read_timeout,
+        lingering_time=LINGER,
     )
     await runner.setup()
-    site = web.TCPSite(runner, opts.host, opts.port)
-    await site.start()
+    assert runner.server is not None
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(
+        gate.factory(runner.server), opts.host, opts.port, reuse_address=True
+    )
     events.emit("ready", port=opts.port, seconds=round(time.perf_counter() - started, 3))
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     events.emit("stopping", reason="signal")
     with contextlib.suppress(OSError):
         engine.stop()
+    listener.close()
     await runner.cleanup()

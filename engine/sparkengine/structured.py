@@ -121,9 +121,9 @@ def _fail(path: str, message: str) -> RequestError:
 
 
 def _count(schema: dict[str, Any], key: str, path: str, high: int) -> int | None:
-    value = schema.get(key)
-    if value is None:
+    if key not in schema:  # an explicit null is a bad value, not an absent one
         return None
+    value = schema[key]
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= high:
         raise _fail(f"{path}.{key}", f"must be an integer between 0 and {high}")
     return value
@@ -145,7 +145,9 @@ def check_schema(schema: Any, path: str, depth: int = 0) -> None:
     for name, sub in properties.items():
         check_schema(sub, f"{path}.properties.{name}", depth + 1)
     required = schema.get("required", [])
-    if not isinstance(required, list) or any(r not in properties for r in required):
+    if not isinstance(required, list) or any(
+        not isinstance(r, str) or r not in properties for r in required
+    ):
         raise _fail(f"{path}.required", "must list names of declared properties")
     if "items" in schema:
         check_schema(schema["items"], f"{path}.items", depth + 1)
@@ -172,7 +174,9 @@ def _bounds(schema: dict[str, Any], path: str) -> None:
     for key in ("minimum", "maximum"):
         value = schema.get(key)
         if value is not None and (
-            not isinstance(value, int | float) or isinstance(value, bool) or abs(value) > 1e15
+            not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not abs(value) <= 1e15  # NaN too (Python's JSON reads NaN and Infinity)
         ):
             raise _fail(f"{path}.{key}", "must be a number of magnitude at most 1e15")
     low, high = schema.get("minimum"), schema.get("maximum")

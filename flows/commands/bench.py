@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from flows.bounded_read import is_file
 from flows.errors import GateFailedError, InconclusiveError, SpecError
 from flows.ui.console import err_console, out_console
 
@@ -27,7 +28,7 @@ def _load_arm(path: Path) -> ArmReport:
     from flows.bench.legacy import RECIPE_SCHEMA, import_recipe_report  # noqa: PLC0415
     from flows.bench.report import read_arm  # noqa: PLC0415
 
-    if path.is_file():
+    if is_file(path):
         try:
             head = json.loads(path.read_text())
         except (ValueError, RecursionError):  # not JSON: read_arm says so, exit 2

@@ -20,6 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from flows.bounded_read import is_file
 from flows.commands.signals import terminate_as_interrupt
 from flows.errors import ClusterError, SpecError
 from flows.settings import project_root, state_dir
@@ -49,10 +50,10 @@ def cluster_path(option: str) -> Path:
     if option == "lab":
         candidates.append(state_dir() / "lab" / "cluster.yaml")
     for candidate in candidates:
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
     raise SpecError(
-        f"no cluster file for {option!r}",
+        f"no cluster file for {option[:80]!r}{'...' if len(option) > 80 else ''}",
         file=option,
         expected=" or ".join(str(c) for c in candidates) + " to exist",
     )

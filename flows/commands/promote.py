@@ -20,11 +20,12 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
+from flows.bounded_read import is_file
 from flows.commands.cluster import cluster_path, load_cluster
 from flows.commands.signals import terminate_as_interrupt
+from flows.promotion.models import DEFAULT_CLUSTER
 from flows.ui.console import err_console
 
-DEFAULT_CLUSTER = "local"  # as flows.pipeline.promote.DEFAULT_CLUSTER (no Prefect import here)
 ByOption = Annotated[str | None, typer.Option("--by", help="Who decides (default: your login).")]
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why.")]
 DeployOption = Annotated[
@@ -60,9 +61,10 @@ def release_file(release: str) -> Path:
 
     given = Path(release)
     for candidate in (given, project_root() / "releases" / f"{release}.yaml"):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate.resolve()
-    raise SpecError("no such release", file=release, expected="a release file or a release name")
+    shown = release if len(release) <= 80 else f"{release[:80]}..."
+    raise SpecError("no such release", file=shown, expected="a release file or a release name")
 
 
 def approve(
@@ -100,7 +102,7 @@ def promote(
     name, target = pointer_cluster(cluster, deploy=deploy)
     shape = load_cluster(cluster).shape if cluster is not None else None
     prefect_environment()
-    from flows.pipeline.promote import promote_release  # noqa: PLC0415
+    from flows.promotion.promote import promote_release  # noqa: PLC0415
 
     with terminate_as_interrupt():
         pointer = promote_release(
@@ -121,7 +123,7 @@ def rollback(
 
     name, target = pointer_cluster(cluster, deploy=deploy)
     prefect_environment()
-    from flows.pipeline.promote import rollback as roll_back  # noqa: PLC0415
+    from flows.promotion.promote import rollback as roll_back  # noqa: PLC0415
 
     with terminate_as_interrupt():
         pointer = roll_back(
@@ -160,7 +162,7 @@ def _resume(
         load_cluster(cluster)  # validated before anything is sent
         waiting_on = cluster_path(cluster).resolve()
     prefect_environment()
-    from flows.pipeline.promote import Decision, resume_paused  # noqa: PLC0415
+    from flows.promotion.paused import Decision, resume_paused  # noqa: PLC0415
 
     answer = Decision(decision=decision, by=by or getpass.getuser(), reason=reason)
     run = resume_paused(release, answer, waiting_on)

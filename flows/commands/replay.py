@@ -12,11 +12,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from flows.bounded_read import printable, read_regular
 from flows.commands.cluster import ClusterOption, JsonOption, load_cluster
 from flows.errors import SpecError
 from flows.ui.console import err_console, out_console
+
+MAX_LOG_BYTES = 64 << 20
+"""A boot's log is megabytes; a larger file is refused rather than held in memory twice over."""
+MAX_LINE = 64 << 10
+"""Characters kept of one line: markers match boot lines, never megabytes of one."""
 
 
 def register(app: typer.Typer) -> None:
@@ -41,7 +48,10 @@ def replay_command(
     ranks = [
         RankLog(node=path.stem, rank=rank, lines=_lines(path)) for rank, path in enumerate(logs)
     ]
-    result = replay(profile, ranks)
+    try:
+        result = replay(profile, ranks)
+    except RecursionError:  # a JSON line nested thousands deep: not an engine event
+        raise SpecError("a line nests too deeply to be read as an event", file=logs[0]) from None
     if as_json:
         out_console.print_json(result.model_dump_json())
         return
@@ -51,7 +61,8 @@ def replay_command(
     for rank in result.timeline.ranks:
         phases = ", ".join(f"{name} {seconds:.1f}" for name, seconds in rank.phases.items())
         table.add_row(
-            str(rank.rank), rank.node, phases or "-", _shown(rank.kernels), _shown(rank.compiled),
+            str(rank.rank), escape(printable(rank.node)), phases or "-", _shown(rank.kernels),
+            _shown(rank.compiled),
             _shown(rank.prepare_s), str(rank.compiles_after_preparation),
         )  # fmt: skip
     out_console.print(table)
@@ -59,17 +70,23 @@ def replay_command(
         err_console.print("no line carries a `docker logs -t` stamp: phases cannot be timed")
     for event in result.events:
         out_console.print(
-            f"rank {event.rank} {event.name}: {event.line.strip()[:160]}",
+            f"rank {event.rank} {event.name}: {printable(event.line.strip()[:160])}",
             markup=False, highlight=False, soft_wrap=True,
         )  # fmt: skip
     out_console.print(f"cold-boots gate: {result.verdict}", markup=False, highlight=False)
 
 
 def _lines(path: Path) -> list[str]:
+    """The log's lines: a regular file of at most MAX_LOG_BYTES, each line cut at MAX_LINE."""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace").splitlines()
+        raw = read_regular(path, MAX_LOG_BYTES)
     except OSError as error:
-        raise SpecError(f"cannot read: {error.strerror}", file=path) from None
+        raise SpecError(f"cannot read: {error.strerror or error}", file=path) from None
+    if len(raw) > MAX_LOG_BYTES:
+        raise SpecError(
+            f"log over {MAX_LOG_BYTES >> 20} MiB", file=path, expected="the boot's part of it"
+        )
+    return [line[:MAX_LINE] for line in raw.decode("utf-8", errors="replace").splitlines()]
 
 
 def _shown(value: float | None) -> str:

@@ -18,9 +18,9 @@ from prefect import flow
 from pydantic import Field
 
 from flows.errors import SpecError
-from flows.pipeline.promote import promote_flow
 from flows.pipeline.qualify import QualifyOutcome, qualify_flow
 from flows.pipeline.schedule import SpecName
+from flows.promotion.flow import promote_flow
 from flows.settings import project_root
 
 Name = SpecName

@@ -6,11 +6,26 @@ URL as a Prefect Webhook block and creates (or replaces) one automation on the s
 the run, its release (from the run's `release:` tag), its state and message, and the run's URL.
 Automations run on a Prefect server (`prefect server start`, PREFECT_API_URL), not on the
 embedded one that lives only as long as one command.
+
+The server calls the URL, so a URL that reaches an address inside its network is a server-side
+request forgery: unless `--allow-private`, every address the host resolves to must be public
+(`is_global`), and an IPv6 address that carries an IPv4 one (mapped, NAT64 64:ff9b::/96 and
+64:ff9b:1::/48, 6to4 2002::/16, Teredo) is judged by the IPv4 one, so 100.100.100.200 (shared
+address space, a cloud metadata service) and `[64:ff9b::a9fe:a9fe]` (169.254.169.254) are
+refused. The check runs here, before the server is asked; the server resolves the name again
+when it posts (DNS rebinding is not covered).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
 from uuid import UUID
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 
 AUTOMATION_NAME = "sparkgate: a qualification needs a person"
 BLOCK_NAME = "sparkgate-notify"
@@ -30,6 +45,49 @@ PAYLOAD = """{% set found = namespace(release="") -%}
   "url": {{ (flow_run | ui_url) | tojson }}
 }"""
 """The webhook body, a Jinja template the server renders for the run that triggered it."""
+
+
+def url_problem(url: str, resolve: Callable[[str], Iterable[str]] | None = None) -> str | None:
+    """Why the server must not post to `url` (a private, loopback, link-local, shared or
+    reserved address, or one that does not resolve), or None."""
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return "not a valid URL"
+    if not host:
+        return "names no host"
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            addresses = [ipaddress.ip_address(a.split("%")[0]) for a in (resolve or _resolve)(host)]
+        except (OSError, UnicodeError, ValueError) as error:
+            return f"{host} does not resolve ({error})"
+    for address in addresses:
+        judged = _embedded_ipv4(address) or address
+        if not judged.is_global or judged.is_multicast:
+            named = host if host == str(address) else f"{host} ({address})"
+            carried = f", which carries {judged}," if judged is not address else ""
+            return f"{named}{carried} is not a public address"
+    return None if addresses else f"{host} does not resolve"
+
+
+def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    if isinstance(address, ipaddress.IPv4Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if any(address in network for network in _NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def _resolve(host: str) -> list[str]:
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, None)]
 
 
 def install_notifications(url: str, *, allow_private: bool = False) -> UUID:

@@ -27,10 +27,10 @@ from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.inputs import inputs_for
 from flows.pipeline.prelude import prepared_cluster, versions
 from flows.pipeline.previous import benchmarked_previous, require_previous
-from flows.pipeline.promote import decide_promotion
 from flows.pipeline.quiet_logs import quiet_failed_states
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.stages import GATES, QUALIFIED, verdict
+from flows.promotion.decision import decide_promotion
 from flows.record import write_index
 from flows.settings import project_root
 

@@ -50,7 +50,7 @@ class LaunchPlan(BaseModel):
 
     def secrets(self) -> Secrets:
         """The secret names and values of this plan (env and secret options on argv)."""
-        return collect([self.env], self.secret_keys)
+        return collect([self.env], self.secret_keys, [self.argv, self.model_prepare])
 
     def redacted(self, extra: Secrets | None = None) -> LaunchPlan:
         """This plan with every secret value replaced, as it may be written to a file."""
@@ -160,7 +160,8 @@ def placeholder_values(
 
 def spec_secrets(cluster: Cluster, release: Release) -> Secrets:
     """Every secret a release on a cluster carries: env of profile, release and nodes, build
-    arguments and engine options, with the cluster's `secret_keys`."""
+    arguments, engine options and the secrets on every command line (launch argv, serve_args,
+    node args, model_prepare), with the cluster's `secret_keys`."""
     profile = cluster.engine
     return collect(
         [
@@ -172,6 +173,15 @@ def spec_secrets(cluster: Cluster, release: Release) -> Secrets:
             *(node.overrides.env for node in cluster.nodes),
         ],
         cluster.secret_keys,
+        [
+            profile.launch.argv,
+            profile.launch.head_args,
+            profile.launch.worker_args,
+            profile.model_prepare,
+            release.engine.serve_args,
+            release.build.command,
+            *(node.overrides.args for node in cluster.nodes),
+        ],
     )
 
 

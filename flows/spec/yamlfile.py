@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from flows.bounded_read import read_regular
 from flows.errors import SpecError
 from flows.spec.base import Loc
 
@@ -38,8 +39,7 @@ class ParsedFile:
 def read_yaml(path: Path) -> ParsedFile:
     """Parse `path`; raises SpecError for a missing file, bad YAML or an unusable structure."""
     try:
-        with path.open("rb") as stream:
-            raw = stream.read(MAX_BYTES + 1)
+        raw = read_regular(path, MAX_BYTES)  # a FIFO or a device is refused, not read
         if len(raw) > MAX_BYTES:
             raise SpecError(
                 f"file too large (over {MAX_BYTES} bytes)", file=path, expected="a smaller spec"

@@ -17,11 +17,12 @@ from flows.settings import prefect_environment
 prefect_environment()
 
 from flows.cli import main  # noqa: E402
-from flows.pipeline import promote  # noqa: E402
+from flows.promotion import promote  # noqa: E402
+from flows.promotion.models import PromotedEntry  # noqa: E402
 
 
-def entry(release_file: Path, *, by: str, reason: str, **_: object) -> promote.PromotedEntry:
-    return promote.PromotedEntry(
+def entry(release_file: Path, *, by: str, reason: str, **_: object) -> PromotedEntry:
+    return PromotedEntry(
         release=release_file.stem, release_file=str(release_file), build_digest="a" * 64,
         record=f"experiments/{release_file.stem}", at=datetime.now(UTC), by=by, reason=reason,
     )  # fmt: skip

@@ -16,7 +16,8 @@ from flows.settings import prefect_environment
 
 prefect_environment()
 
-from flows.pipeline import promote  # noqa: E402
+from flows.promotion import promote  # noqa: E402
+from flows.promotion.models import PromotedEntry  # noqa: E402
 
 
 def main(name: str, count: int, cluster: str | None = None) -> None:
@@ -25,8 +26,8 @@ def main(name: str, count: int, cluster: str | None = None) -> None:
 
         def entry(
             release_file: Path, *, by: str, reason: str, release: str = release, **_: object
-        ) -> promote.PromotedEntry:
-            return promote.PromotedEntry(
+        ) -> PromotedEntry:
+            return PromotedEntry(
                 release=release, release_file=str(release_file), build_digest="a" * 64,
                 record=f"experiments/{release}", at=datetime.now(UTC), by=by, reason=reason,
             )  # fmt: skip

@@ -11,25 +11,28 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from flows.net import free_port
-from tests.integration.prefect_server import Server, prefect_server
 from tests.support.overlays import cluster_overlay
+from tests.support.prefect_server import Server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.prefect_server,
+    pytest.mark.timeout(900),
+]
 
 HOLDER = Path(__file__).with_name("slot_holder.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with prefect_server(tmp_path_factory.mktemp("prefect-server"), free_port()) as started:
-        yield started
+@pytest.fixture
+def server(prefect_api: Server) -> Server:
+    """The session's Prefect server (the slot is named after this test's own cluster)."""
+    return prefect_api
 
 
 def _env(server: Server, root: Path) -> dict[str, str]:

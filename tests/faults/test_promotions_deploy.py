@@ -21,29 +21,26 @@ from flows.settings import prefect_environment
 prefect_environment()
 
 from flows.cli import main  # noqa: E402
-from flows.pipeline import promote  # noqa: E402
-from flows.pipeline.promote import read_log, read_pointer  # noqa: E402
+from flows.promotion import promote  # noqa: E402
+from flows.promotion.models import PromotedEntry  # noqa: E402
+from flows.promotion.store import read_log, read_pointer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = str(ROOT / "config/local.yaml")
 SCRIPT = Path(__file__).with_name("deploying_promoter.py")
 
 
-def _entry(release_file: Path, *, by: str, reason: str, **_: object) -> promote.PromotedEntry:
-    return promote.PromotedEntry(
+def _entry(release_file: Path, *, by: str, reason: str, **_: object) -> PromotedEntry:
+    return PromotedEntry(
         release=release_file.stem, release_file=str(release_file), build_digest="a" * 64,
         record=f"experiments/{release_file.stem}", at=datetime.now(UTC), by=by, reason=reason,
     )  # fmt: skip
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
-    monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / "state"))
-    (tmp_path / "releases").mkdir()
-    for name in ("r1", "r2"):
-        (tmp_path / "releases" / f"{name}.yaml").write_text("name: placeholder\n")
-    return tmp_path
+def project_releases() -> str:
+    """The shared `project` fixture (tests/conftest.py) with the shipped r1 and r2 in it."""
+    return "shipped"
 
 
 def test_sigterm_during_deploy_puts_the_pointer_back(project: Path) -> None:
@@ -91,9 +88,7 @@ def test_an_unexpected_exception_in_deploy_rolls_back(
     assert main(["promote", "r1", "--by", "op"]) == 0
     deployed: list[str] = []
 
-    def deploy(
-        _cluster: object, entry: promote.PromotedEntry, **_: object
-    ) -> tuple[None, list[str]]:
+    def deploy(_cluster: object, entry: PromotedEntry, **_: object) -> tuple[None, list[str]]:
         deployed.append(entry.release)
         if entry.release == "r2":
             raise KeyError("the runtime broke in an unexpected way")

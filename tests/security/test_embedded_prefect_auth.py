@@ -30,7 +30,7 @@ import pytest
 
 from tests.support.prefect_servers import prefect_servers
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server]
 
 HOLDER = Path(__file__).with_name("embedded_backend.py")
 ROOT = Path(__file__).resolve().parents[2]

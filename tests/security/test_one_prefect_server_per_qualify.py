@@ -16,10 +16,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.project import Project
 from tests.support.prefect_servers import prefect_servers
+from tests.support.project import Project
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.prefect_server,
+    pytest.mark.timeout(1200),
+]
 
 
 def test_an_embedded_qualification_runs_exactly_one_authenticated_prefect_server(

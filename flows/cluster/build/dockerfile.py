@@ -34,14 +34,15 @@ from docker.errors import DockerException
 from requests.exceptions import RequestException
 
 from flows.cluster.build.distribute import inspect_facts
-from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.release_image import ImageBuild, docker_endpoints
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SpecError
 from flows.lines import LineSink
 from flows.secrets import Secrets, collect, resolve
+from flows.spec.build import CONTROLLER, IMAGE_CONTEXT, Build
 from flows.spec.cluster import Cluster, DockerRuntime
-from flows.spec.release import CONTROLLER, IMAGE_CONTEXT, Build, Release
+from flows.spec.release import Release
 
 Builder = Literal["buildx", "classic"]
 OUTPUT_TAIL = 1500

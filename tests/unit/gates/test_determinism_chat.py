@@ -31,7 +31,7 @@ from flows.gates.prompts import (
     named_prompts,
 )
 from flows.gates.traffic import Answered
-from flows.pipeline.promote import spot_check_prompts
+from flows.promotion.rules import spot_check_prompts
 from flows.record import verify
 from flows.record.atomic import sha256_file
 from flows.record.writer import open_record

@@ -18,18 +18,14 @@ from types import SimpleNamespace
 import pytest
 
 from flows.errors import PromotionError
-from flows.pipeline import embedded, promote
+from flows.pipeline import embedded
 from flows.pipeline.embedded import SERVERS_DIR, advertised, running_backend
-from flows.pipeline.promote import (
-    Decision,
-    decide_promotion,
-    no_decision,
-    pause_timeout_s,
-    read_log,
-)
+from flows.promotion import decision, paused, promote
+from flows.promotion.decision import decide_promotion, no_decision, pause_timeout_s
+from flows.promotion.paused import Decision
+from flows.promotion.store import read_log, read_pointer
 from flows.spec.release import Promotion, Release, load_release
-
-from .conftest import DIGEST, GATE_NAMES, stage
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 
 def _closed_port() -> int:
@@ -70,7 +66,7 @@ def test_a_pause_that_times_out_is_logged_and_raised(
         asked.append(int(str(kwargs["timeout"])))
         raise FlowPauseTimeout("Flow run was paused and never resumed.")
 
-    monkeypatch.setattr(promote, "pause_flow_run", pause)
+    monkeypatch.setattr(decision, "pause_flow_run", pause)
     record = project / "experiments/2026-12-02-r1"
     with pytest.raises(PromotionError, match="no decision within 2 s"):
         decide_promotion("releases/r1.yaml", _release(project, 1.5), record, wait=True, say=print)
@@ -82,10 +78,10 @@ def test_a_pause_that_times_out_is_logged_and_raised(
 def test_no_wait_asks_nobody_and_logs_nothing(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(promote, "pause_flow_run", _never_called)
+    monkeypatch.setattr(decision, "pause_flow_run", _never_called)
     record = project / "experiments/2026-12-02-r1"
     said = decide_promotion("r1", _release(project, 1), record, wait=False, say=print)
-    assert said == promote.AWAITING
+    assert said == decision.AWAITING
     assert read_log(project) == []
 
 
@@ -142,7 +138,7 @@ def test_without_a_running_qualification_nothing_is_started(
         assert url is None
     answer = Decision(decision="approve", by="alice", reason="")
     with pytest.raises(PromotionError, match="no `sparkgate qualify` of this project is running"):
-        promote.resume_paused("r1", answer)
+        paused.resume_paused("r1", answer)
 
 
 def test_a_configured_server_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,15 +156,15 @@ def test_an_approval_promotes_on_the_cluster_the_record_qualified_on(
     (record / "record.json").write_text(json.dumps({**document, "cluster_name": "beta"}))
     monkeypatch.setattr(promote, "build_release", lambda *_a, **_k: SimpleNamespace(digest=DIGEST))
     answer = Decision(decision="approve", by="alice", reason="ok")
-    monkeypatch.setattr(promote, "pause_flow_run", lambda **_k: answer)
+    monkeypatch.setattr(decision, "pause_flow_run", lambda **_k: answer)
     said = decide_promotion(
         str(project / "releases/r1.yaml"), _release(project, 5), record, wait=True, say=print
     )
     assert said == "promoted by alice"
-    beta = promote.read_pointer(project, "beta")
+    beta = read_pointer(project, "beta")
     assert beta is not None
     assert beta.current.release == "r1"
-    assert promote.read_pointer(project, "local") is None
+    assert read_pointer(project, "local") is None
     assert [(e.action, e.cluster) for e in read_log(project)] == [("promoted", "beta")]
 
 
@@ -184,7 +180,85 @@ def test_a_timeout_names_the_cluster_to_decide_for_later(
     def pause(**_kwargs: object) -> None:
         raise FlowPauseTimeout("Flow run was paused and never resumed.")
 
-    monkeypatch.setattr(promote, "pause_flow_run", pause)
+    monkeypatch.setattr(decision, "pause_flow_run", pause)
     with pytest.raises(PromotionError, match=r"sparkgate promote releases/r1\.yaml -c beta"):
         decide_promotion("releases/r1.yaml", _release(project, 1), record, wait=True, say=print)
     assert [(e.action, e.cluster) for e in read_log(project)] == [("no-decision", "beta")]
+
+
+def _two_shapes(write_record: Callable[..., Path], *, shown_digest: str, other_digest: str) -> Path:
+    """r1 qualified on a TP3 triangle (the record the form shows) and, later, on a TP4 ring.
+
+    The ring's record is the newest of the release, so "the latest record of any shape" is the
+    ring's; only the triangle's was shown.
+    """
+    passing = {name: stage(name) for name in GATE_NAMES}
+    shown = write_record(
+        "r1", name="2026-12-02-r1", shape="tp3-triangle", stages=passing, digest=shown_digest
+    )
+    write_record("r1", name="2026-12-03-r1", shape="tp4-ring", stages=passing, digest=other_digest)
+    return shown
+
+
+def _approve_shown(
+    project: Path, shown: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[str], Callable[[], str]]:
+    """Approve the paused qualification of `shown`; (the forms' descriptions, the decision)."""
+    monkeypatch.setattr(promote, "build_release", lambda *_a, **_k: SimpleNamespace(digest=DIGEST))
+    forms: list[str] = []
+
+    def pause(**kwargs: object) -> Decision:
+        forms.append(str(getattr(kwargs["wait_for_input"], "_description", "")))
+        return Decision(decision="approve", by="alice", reason="as shown")
+
+    monkeypatch.setattr(decision, "pause_flow_run", pause)
+    release_file = str(project / "releases/r1.yaml")
+    return forms, lambda: decide_promotion(
+        release_file, _release(project, 5), shown, wait=True, say=print
+    )
+
+
+def test_an_approval_promotes_the_record_the_form_showed(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newer record on another shape fails the build check; the shown one passes and is
+    the one promoted (the record was looked up again before: the ring's, refused)."""
+    shown = _two_shapes(write_record, shown_digest=DIGEST, other_digest="b" * 64)
+    forms, decide = _approve_shown(project, shown, monkeypatch)
+    assert decide() == "promoted by alice"
+    assert len(forms) == 1
+    assert f"`{shown}`" in forms[0]
+    pointer = read_pointer(project)
+    assert pointer is not None
+    assert pointer.current.record == "experiments/2026-12-02-r1", "not the record shown"
+    assert [(e.action, e.record) for e in read_log(project)] == [
+        ("promoted", "experiments/2026-12-02-r1")
+    ]
+
+
+def test_an_approval_never_promotes_on_a_record_it_did_not_show(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shown record qualified another build than the one a deploy would run: refused, by
+    that record's name, although the newer record on the other shape would pass."""
+    shown = _two_shapes(write_record, shown_digest="b" * 64, other_digest=DIGEST)
+    _forms, decide = _approve_shown(project, shown, monkeypatch)
+    with pytest.raises(PromotionError, match=r"record 2026-12-02-r1 qualified build bbbbbbbbbbbb"):
+        decide()
+    assert read_pointer(project) is None
+    assert read_log(project) == []
+
+
+def test_an_approval_of_a_record_the_form_could_not_show_promotes_nothing(
+    project: Path, write_record: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form showed only a path (its record unreadable): no other record is promoted."""
+    write_record("r1", stages={name: stage(name) for name in GATE_NAMES})  # a passing one exists
+    unreadable = project / "experiments/2026-12-04-r1"
+    unreadable.mkdir()
+    (unreadable / "record.json").write_text("{not json")
+    forms, decide = _approve_shown(project, unreadable, monkeypatch)
+    with pytest.raises(PromotionError, match="could not be read, so the form showed nothing"):
+        decide()
+    assert "### Promote r1?\n\n- **Record:**" in forms[0]
+    assert read_pointer(project) is None

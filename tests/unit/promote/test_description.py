@@ -6,7 +6,8 @@ from pathlib import Path
 
 from flows.gates.benchmark.story import headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.pipeline.promote import decision_description, described_record
+from flows.promotion.decision import described_record
+from flows.promotion.description import decision_description
 from flows.record.reader import read_record
 
 RECORDS = Path(__file__).resolve().parents[2] / "data" / "records" / "schema-1"

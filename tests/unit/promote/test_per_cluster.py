@@ -19,26 +19,14 @@ import yaml
 
 from flows.cli import main
 from flows.errors import PromotionError, SpecError
-from flows.pipeline import promote
-from flows.pipeline.promote import (
-    LEGACY_POINTER_FILE,
-    LOG_FILE,
-    LogEntry,
-    Pointer,
-    PromotedEntry,
-    inherits_legacy,
-    matches_cluster,
-    pointer_file,
-    promoted,
-    read_log,
-    read_pointer,
-    target_cluster,
-    waiting_run,
-    write_pointer,
-)
+from flows.promotion import promote
+from flows.promotion.models import LEGACY_POINTER_FILE, LOG_FILE, LogEntry, Pointer, PromotedEntry
+from flows.promotion.paused import matches_cluster, waiting_run
+from flows.promotion.promote import target_cluster
+from flows.promotion.rules import pointer_file, promoted
+from flows.promotion.store import inherits_legacy, read_log, read_pointer, write_pointer
 from tests.support.overlays import cluster_overlay
-
-from .conftest import DIGEST, GATE_NAMES, stage
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 
 def _entry(release: str) -> PromotedEntry:

@@ -19,19 +19,12 @@ import pytest
 import yaml
 
 from flows.cli import main
-from flows.pipeline import promote
-from flows.pipeline.promote import (
-    LOG_FILE,
-    LogEntry,
-    Pointer,
-    PromotedEntry,
-    append_log,
-    read_log,
-    read_pointer,
-    write_pointer,
-)
-
-from .conftest import DIGEST, GATE_NAMES, ROOT, stage
+from flows.errors import MachineError, PromotionError
+from flows.promotion import paused, promote
+from flows.promotion.models import LOG_FILE, LogEntry, Pointer, PromotedEntry
+from flows.promotion.store import append_log, read_log, read_pointer, write_pointer
+from tests.support.paths import ROOT
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 CLUSTER = str(ROOT / "config/local.yaml")
 POINTER_FILE = Path("config/promoted/local.yaml")  # the default cluster's pointer
@@ -77,7 +70,9 @@ def test_a_failed_pointer_write_keeps_the_old_pointer(
         raise OSError("disk full")
 
     monkeypatch.setattr("os.fsync", broken_fsync)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(
+        MachineError, match=r"disk full; the pointer is as it was .*not of the release"
+    ):
         write_pointer(tmp_path, _pointer("r2"))
     pointer = read_pointer(tmp_path)
     assert pointer is not None
@@ -190,13 +185,13 @@ def test_promote_then_rollback_updates_pointer_and_log(
 def test_approve_without_a_waiting_qualification_says_so(
     project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(promote, "resume_paused", _no_paused_run)
+    monkeypatch.setattr(paused, "resume_paused", _no_paused_run)
     assert main(["approve", "r2", "--by", "alice"]) == 1
     assert "no paused qualification of r2" in capsys.readouterr().err
 
 
 def _no_paused_run(release: str, _decision: object, _cluster: object = None) -> str:
-    raise promote.PromotionError(f"no paused qualification of {release} is waiting for a decision")
+    raise PromotionError(f"no paused qualification of {release} is waiting for a decision")
 
 
 def test_a_failed_deploy_rolls_the_pointer_back_and_logs_the_evidence(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from flows.errors import PromotionError
-from flows.pipeline.promote import (
-    PromotedEntry,
+from flows.promotion.models import PromotedEntry
+from flows.promotion.rules import (
     promoted,
     refusal_reasons,
     rolled_back,
@@ -18,8 +18,8 @@ from flows.pipeline.promote import (
 )
 from flows.record.model import Record
 from flows.spec.release import Release, load_release
-
-from .conftest import DIGEST, GATE_NAMES, ROOT, record_document, stage
+from tests.support.paths import ROOT
+from tests.support.promotion_records import DIGEST, GATE_NAMES, record_document, stage
 
 
 def _release(**gates: bool) -> Release:
@@ -137,14 +137,14 @@ def test_spot_check_takes_short_prompts_in_order_and_names_differences() -> None
 
 
 def test_entries_store_paths_relative_to_the_project(tmp_path: Path) -> None:
-    from flows.pipeline.promote import relative_to_root  # noqa: PLC0415
+    from flows.promotion.rules import relative_to_root  # noqa: PLC0415
 
     assert relative_to_root(tmp_path / "releases/r1.yaml", tmp_path) == "releases/r1.yaml"
     assert relative_to_root(Path("/elsewhere/r1.yaml"), tmp_path) == "/elsewhere/r1.yaml"
 
 
 def test_a_paused_run_is_matched_by_its_file_when_a_file_is_given(tmp_path: Path) -> None:
-    from flows.pipeline.promote import matches_release  # noqa: PLC0415
+    from flows.promotion.paused import matches_release  # noqa: PLC0415
 
     mine = tmp_path / "releases/r1.yaml"
     mine.parent.mkdir()

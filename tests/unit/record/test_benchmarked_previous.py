@@ -19,9 +19,10 @@ from flows.pipeline.inputs import QualificationInputs
 from flows.pipeline.plan import qualification_plan
 from flows.pipeline.previous import as_qualified, benchmarked_previous
 from flows.record.writer import open_record
+from flows.spec.build import Build
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-from flows.spec.release import Build, Release
+from flows.spec.release import Release
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE_ID = "sha256:" + "cd" * 32

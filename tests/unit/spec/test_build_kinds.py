@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.build.image import BuiltImage
-from flows.cluster.build.made_image import (
+from flows.cluster.build.adopted_image import (
     build_node,
     pinned,
     resumed_image,
@@ -20,11 +19,13 @@ from flows.cluster.build.made_image import (
     tag_from_output,
 )
 from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.runtime.factory import check_fits
 from flows.errors import SpecError
+from flows.spec.build import Build
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-from flows.spec.release import Build, Release
+from flows.spec.release import Release
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE_ID = "sha256:" + "ab" * 32

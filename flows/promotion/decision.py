@@ -1,0 +1,125 @@
+"""The in-flow decision: at the end of a passing qualification, pause for a person, then promote
+the record the form showed, or log the rejection or the wait that ran out.
+
+The record is read once, shown in the form, and that same record is what an approval promotes:
+a release qualified on two cluster shapes has two records, and "the latest record" might be the
+other one.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prefect.exceptions import FlowPauseTimeout
+from prefect.flow_runs import pause_flow_run
+
+from flows.errors import PromotionError, SparkgateError
+from flows.lines import LineSink
+from flows.promotion.description import decision_description
+from flows.promotion.models import LogEntry
+from flows.promotion.paused import Decision
+from flows.promotion.promote import log_rejection, promote_release
+from flows.promotion.rules import relative_to_root
+from flows.promotion.store import append_log
+from flows.record import read_record
+from flows.record.model import Record
+from flows.settings import project_root
+from flows.spec.release import Release
+
+AWAITING = "awaiting promotion"
+POLL_S = 1
+
+
+def decide_promotion(
+    release_file: str,
+    release: Release,
+    record: Path,
+    *,
+    wait: bool,
+    say: LineSink,
+    cluster_file: str | None = None,
+) -> str:
+    """At the end of a passing qualification: wait for a person, then promote or reject.
+
+    Runs inside the qualify flow (it pauses that flow run). Without `wait` the release stays
+    qualified and awaits `sparkgate promote`. A rejection is logged and raised. The decision is
+    about the record at `record`, as the form shows it, on the cluster it was qualified on (its
+    `cluster_name`): an approval checks that record and moves that cluster's pointer only.
+    """
+    if not wait:
+        return AWAITING
+    shown = described_record(record)
+    cluster = shown.cluster_name if shown is not None else None
+    say(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
+    form = Decision.with_initial_data(
+        description=decision_description(release.name, shown, str(record)),
+        decision="approve",
+    )
+    timeout = pause_timeout_s(release)
+    try:
+        answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=POLL_S)
+    except FlowPauseTimeout as error:
+        entry, message = no_decision(
+            release, release_file, record, timeout, cluster=cluster, cluster_file=cluster_file
+        )
+        append_log(project_root(), entry)
+        raise PromotionError(message) from error
+    if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
+        raise PromotionError(f"{release.name}: the decision came back empty")
+    if answer.decision == "reject":
+        log_rejection(release.name, by=answer.by, reason=answer.reason, cluster=cluster)
+        raise PromotionError(f"{release.name} rejected by {answer.by}: {answer.reason}")
+    if shown is None:
+        raise PromotionError(
+            f"{release.name}: approved, but its record {record} could not be read, so the form "
+            "showed nothing to approve; nothing was promoted"
+        )
+    promote_release(
+        release_file, by=answer.by, reason=answer.reason, cluster=cluster, shown=shown, say=say
+    )
+    return f"promoted by {answer.by}"
+
+
+def pause_timeout_s(release: Release) -> int:
+    """How long the paused qualification waits: promotion.timeout_s, whole seconds, at least 1."""
+    return max(1, math.ceil(release.promotion.timeout_s))
+
+
+def no_decision(
+    release: Release,
+    release_file: str,
+    record: Path,
+    timeout: int,
+    *,
+    cluster: str | None = None,
+    cluster_file: str | None = None,
+) -> tuple[LogEntry, str]:
+    """The log line and the flow's failure message when nobody decided within `timeout` s.
+
+    The record stays published and qualified; only the wait ended, so `promote` can decide later
+    for the cluster it qualified on: the command shown names its cluster file when known (a
+    cluster's name is a `-c` only when config/NAME.yaml holds it).
+    """
+    stored = relative_to_root(record, project_root())
+    detail = f"no decision within {timeout} s (promotion.timeout_s)"
+    entry = LogEntry(
+        at=datetime.now(UTC), action="no-decision", release=release.name, by="sparkgate",
+        reason="", cluster=cluster, record=stored, detail=detail,
+    )  # fmt: skip
+    chosen = cluster_file or cluster
+    on = f" -c {chosen}" if chosen is not None else ""
+    message = (
+        f"{release.name}: qualified, but {detail}; the record {stored} stands: decide later "
+        f"with `sparkgate promote {release_file}{on}`"
+    )
+    return entry, message
+
+
+def described_record(path: Path) -> Record | None:
+    """The published record the pause describes, or None when it cannot be read."""
+    try:
+        return read_record(path)
+    except SparkgateError:
+        return None
