@@ -30,7 +30,7 @@ from flows.cluster.build.dockerfile import (
 )
 from flows.cluster.ops.lock import lock_settings
 from flows.cluster.ops.preflight import node_values
-from flows.cluster.runtime.factory import rank_spec
+from flows.cluster.runtime.factory import rank_spec, rank_view
 from flows.errors import MissingPreviousError
 from flows.gates.base import api_base_url
 from flows.gates.benchmark.rules import session_looks
@@ -96,6 +96,7 @@ def qualification_plan(
         *_preflight(cluster),
         *_build(release, cluster),
         *_distribute(given),
+        *_ranks(given),
         *_release_tests(release, cluster),
         *_determinism(given),
         *_cold_boots(given),
@@ -225,6 +226,17 @@ def _distribute(given: _Inputs) -> list[PlanStep]:
             detail={"release": given.image, "verify": "one image ID or build digest everywhere"},
         )
         for node in given.cluster.nodes
+    ]  # fmt: skip
+
+
+def _ranks(given: _Inputs) -> list[PlanStep]:
+    """Every node's rank as it will be created: mounts, devices, environment, command."""
+    return [
+        PlanStep(
+            stage="ranks", node=plan.node, action=f"rank {plan.rank} as the runtime creates it",
+            detail=rank_view(given.cluster, given.release, plan, given.image),
+        )
+        for plan in given.plans
     ]  # fmt: skip
 
 

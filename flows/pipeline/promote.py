@@ -57,7 +57,7 @@ from prefect.input import RunInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows.cluster.boot.session import load_session, start_release, stop_session
-from flows.cluster.build.made_image import pinned
+from flows.cluster.build.adopted_image import pinned
 from flows.cluster.build.wheel import build_release
 from flows.cluster.transport.base import Transport
 from flows.engine_api.ready import probe_ready
