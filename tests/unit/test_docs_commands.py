@@ -197,6 +197,10 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "qualify of a trimmed r1 overlay that waits for a decision",
     ),
+    "sparkgate replay tests/data/recipe-thread/r6n-third-attempt/dgx1.log "
+    "--engine config/engines/vllm-recipe.yaml": Here(
+        says="cold-boots gate: fails: collective_failure on dgx1 (1 lines)"
+    ),
     "sparkgate replay dgx1.log dgx2.log dgx3.log dgx4.log "
     "--cluster config/examples/tp4-ring.yaml": (
         Elsewhere(

@@ -103,17 +103,21 @@ class LogReader:
         ]
 
     def read(self, lines: Iterable[str]) -> list[LogEvent]:
-        """The events among `lines` (lines that mean nothing are skipped)."""
-        found = (self.parse(line) for line in lines)
-        return [event for event in found if event is not None]
+        """The events among `lines`, in line order (lines that mean nothing are skipped)."""
+        return [event for line in lines for event in self.parse(line)]
 
-    def parse(self, line: str) -> LogEvent | None:
-        """The event of one line, or None."""
+    def parse(self, line: str) -> list[LogEvent]:
+        """Every event one line raises: none, one, or (regex) one per pattern it matches.
+
+        A line is never first-match-wins: a line that reports weights loaded and a compile
+        raises both, so the compile is counted instead of hidden behind the earlier phase.
+        """
         text = line.rstrip("\r\n")
         if not text.strip():
-            return None
+            return []
         if self.format == "jsonl":
-            return self._parse_json(text)
+            event = self._parse_json(text)
+            return [] if event is None else [event]
         return self._parse_regex(text)
 
     def _parse_json(self, text: str) -> LogEvent | None:
@@ -133,16 +137,15 @@ class LogReader:
             node=self.node, rank=self.rank, name=name, ts=ts, figures=figures, line=text
         )
 
-    def _parse_regex(self, text: str) -> LogEvent | None:
+    def _parse_regex(self, text: str) -> list[LogEvent]:
         stamp, body = _split_stamp(text)
-        for name, pattern in self._patterns:
-            match = pattern.search(body)
-            if match:
-                figures = {k: _figure(v) for k, v in match.groupdict().items() if v is not None}
-                return LogEvent(
-                    node=self.node, rank=self.rank, name=name, ts=stamp, figures=figures, line=text
-                )
-        return None
+        matches = ((name, pattern.search(body)) for name, pattern in self._patterns)
+        return [
+            LogEvent(node=self.node, rank=self.rank, name=name, ts=stamp, line=text,
+                     figures={k: _figure(v) for k, v in m.groupdict().items() if v is not None})
+            for name, m in matches
+            if m is not None
+        ]  # fmt: skip
 
 
 def build_timeline(

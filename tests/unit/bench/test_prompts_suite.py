@@ -65,7 +65,9 @@ def test_recipe_sizes() -> None:
     tp4 = load_model(ROOT / "config" / "suites" / "release-tp4.yaml", Suite)
     tp3 = load_model(ROOT / "config" / "suites" / "release-tp3.yaml", Suite)
     sizes = {s.name: {w.kind: w for w in s.workloads if w.name != "sampled"} for s in (tp3, tp4)}
-    assert sizes["release-tp4"]["prefill"].depths == [32768, 262144, 500000, 1000000]  # type: ignore[union-attr]
+    thread = [32768, 131072, 262144, 500000, 1000000]  # 32K, 128K, 256K, 512K/500K, 1M
+    assert sizes["release-tp4"]["prefill"].depths == thread  # type: ignore[union-attr]
+    assert sizes["release-tp3"]["prefill"].depths == thread  # type: ignore[union-attr]
     assert sizes["release-tp3"]["poisson"].rate == 0.42  # type: ignore[union-attr]
     assert sizes["release-tp4"]["poisson"].rate == 0.7  # type: ignore[union-attr]
     assert max(sizes["release-tp4"]["closed_loop"].concurrency) == 16  # type: ignore[union-attr]
@@ -73,21 +75,21 @@ def test_recipe_sizes() -> None:
 
 
 def test_recipe_suites_add_the_sampled_points_and_report_poisson_and_sampled_only() -> None:
-    """ds41f:bin/spark suite_sampled: temperature 1.0, top_p 0.95, 1 and 4 streams, 256 tokens.
-
-    The decode grid stays the stored reports' 10 (TP4) and 8 (TP3) points: prose and code at
-    every --concurrency of B4/B3, not the 20 and 14 issue 12 counts.
+    """The thread's sampled rows: temperature 1 at 16/8 streams (TP4) and 8 (TP3); top_p 0.95 and
+    256 tokens as ds41f:bin/spark suite_sampled. The decode grid stays the stored reports' 10
+    (TP4) and 8 (TP3) points: the thread's 20/15/14 shapes are an engine grid no source lists.
     """
+    sampled_at = {"release-tp4": [8, 16], "release-tp3": [8]}
     for name, grid in (("release-tp4", [1, 2, 4, 8, 16]), ("release-tp3", [1, 2, 4, 8])):
         suite = load_model(ROOT / "config" / "suites" / f"{name}.yaml", Suite)
         by_name = {w.name: w for w in suite.workloads}
         sampled = by_name["sampled"]
         assert (sampled.temperature, sampled.top_p, sampled.max_tokens) == (1.0, 0.95, 256)
-        assert sampled.concurrency == [1, 4]  # type: ignore[union-attr]
+        assert sampled.concurrency == sampled_at[name]  # type: ignore[union-attr]
         assert sampled.gate is False
         assert by_name["poisson"].gate is False
         gated = [w.name for w in suite.workloads if w.gate is not False]
-        assert gated == ["single", "streams", "prefill", "step", "prefix"]
+        assert gated == ["streams", "prefill", "step", "prefix"]
         step = by_name["step"]
         assert step.concurrency == grid
         assert step.context == [68, 75]

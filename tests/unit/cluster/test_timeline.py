@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from flows.cluster.boot.timeline import LogReader, build_timeline
 from flows.spec.engine import LogEvents, Logs
@@ -101,3 +102,27 @@ def test_ranks_are_ordered_and_slowest_preparation_is_reported() -> None:
     timeline = build_timeline(START, {("b", 1): slow, ("a", 0): fast}, None)
     assert [r.rank for r in timeline.ranks] == [0, 1]
     assert timeline.slowest_prepare_s == 7.0
+
+
+def test_a_line_raises_every_event_it_matches_so_a_compile_is_never_hidden() -> None:
+    """Issue 30: markers were first-match-wins, so a line that matched `weights_loaded` and also
+    reported a compile raised only the phase; the compile vanished and replay said "passes".
+    Buffered logs join lines like this (the r6n report in the recipe's thread saw rank 0's
+    TileLang messages reach the Docker log together)."""
+    from flows.cluster.boot.replay import RankLog, replay  # noqa: PLC0415
+    from flows.spec.engine import EngineProfile  # noqa: PLC0415
+    from flows.spec.load import load_model  # noqa: PLC0415
+
+    joined = (
+        "2026-12-02T10:00:01Z Loading weights took 3.0 s; "
+        "TileLang JIT compilation during inference: sparse_mla"
+    )
+    events = LogReader(REGEX, node="n1", rank=0).read([joined])
+    assert [e.name for e in events] == ["weights_loaded", "compile_after_preparation"]
+    assert events[0].figures == {"seconds": 3.0}
+
+    bundled = load_model(Path("config/engines/sparkengine.yaml").resolve(), EngineProfile)
+    profile = bundled.model_copy(update={"logs": REGEX})
+    result = replay(profile, [RankLog(node="n1", rank=0, lines=[joined])])
+    assert result.verdict == "fails: 1 compiles after preparation"
+    assert result.timeline.ranks[0].phases == {"weights_loaded": 0.0}

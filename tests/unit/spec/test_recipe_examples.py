@@ -55,29 +55,30 @@ def test_validate_examples_passes_every_file(capsys: pytest.CaptureFixture[str])
     assert all(": ok (" in line for line in lines), lines
 
 
-def test_render_r6y_on_the_triangle_shows_the_recipe_launch_without_a_cost_directory(
+def test_render_r6y_on_the_triangle_shows_the_recipe_launch_as_r6x_publishes_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Each rank gets the recipe's TP3 argv and environment, minus r6d's cost directory."""
+    """Each rank gets the triangle's r6x argv: 1M context, no cost scale, no cost directory."""
     r6y = _render(capsys, R6Y, TRIANGLE)
-    r6d = _render(capsys, R6Y, Path("config/examples/tp3-triangle.yaml"))
     assert [p["node"] for p in r6y["plans"]] == ["dgx1", "dgx2", "dgx3"]
-    for plan, base in zip(r6y["plans"], r6d["plans"], strict=True):
+    for plan in r6y["plans"]:
         assert COST_DIR not in plan["env"]
-        assert base["env"][COST_DIR] == "/cache/kkref/dspark-costs/tp3-r6-20261005"
-        assert plan["env"] == {k: v for k, v in base["env"].items() if k != COST_DIR}
-        assert plan["argv"] == base["argv"]
+        assert "SPARKNET_ROCE_SPIN_LIMIT" not in plan["env"]
         argv = " ".join(plan["argv"])
-        for recipe in (  # R3 (r6d-tp3.json) serve_args, as docs/recipe.md lists them
+        for recipe in (  # R3 (r6d-tp3.json) serve_args, with r6x's context (docs/recipe.md)
             "--tensor-parallel-size 3",
             "--nnodes 3",
-            "--max-model-len 524288",
+            "--max-model-len 1048576",
+            "--max-num-seqs 8",
             "--max-num-batched-tokens 4096",
             "--long-prefill-token-threshold 4048",
             "--max-cudagraph-capture-size 48",
             "--distributed-executor-backend mp",
         ):
             assert recipe in argv
+        spec = json.loads(plan["argv"][plan["argv"].index("--speculative-config") + 1])
+        assert spec["adaptive_verification_row_cost"] == 0.035
+        assert "adaptive_verification_cost_scale" not in spec
         assert plan["env"]["PYTHONPATH"] == "/opt/spark3/candidate/vllm:/opt/spark3/candidate/b12x"
     assert "--headless" not in r6y["plans"][0]["argv"]
     assert all("--headless" in p["argv"] for p in r6y["plans"][1:])
@@ -86,16 +87,18 @@ def test_render_r6y_on_the_triangle_shows_the_recipe_launch_without_a_cost_direc
 def test_render_r6y_on_the_ring_has_no_cost_directory_and_the_tp4_suite(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The ring's r6y (releases/ring/) builds with the TP4 profile and gates on release-tp4."""
+    """The ring's r6y (releases/ring/) builds the one image both shapes serve, gates on
+    release-tp4, and gives every rank its exact `=` NCCL_IB_HCA."""
     ring = _render(capsys, EXAMPLE / "releases/ring/r6y.yaml", RING)
     assert len(ring["plans"]) == 4
     assert all(COST_DIR not in plan["env"] for plan in ring["plans"])
     assert all("--tensor-parallel-size 4" in " ".join(p["argv"]) for p in ring["plans"])
-    assert ring["release"]["gates"]["benchmark"]["suite"] == "release-tp4"
+    assert ring["release"]["gates"]["benchmark"]["suite"] == ["release-tp4", "single-stream"]
     assert (
-        "--cluster-config config/cluster-tp4.json build image"
-        in ring["release"]["build"]["command"][2]
+        "--cluster-config config/cluster.json build image" in ring["release"]["build"]["command"][2]
     )
+    exact = "=roceP2p1s0f0,roceP2p1s0f1,rocep1s0f0,rocep1s0f1"
+    assert all(plan["env"]["NCCL_IB_HCA"] == exact for plan in ring["plans"])
 
 
 def test_render_shows_the_build_command_and_the_adopted_image(
@@ -105,7 +108,7 @@ def test_render_shows_the_build_command_and_the_adopted_image(
     capsys.readouterr()
     assert main(["render", str(R6Y), "--cluster", str(TRIANGLE), "--node", "dgx1"]) == 0
     said = " ".join(capsys.readouterr().err.split())
-    command = "sh -c 'bin/spark --cluster-config config/cluster.json build prepare"
+    command = "sh -c 'bin/spark build prepare &&"
     assert f"build: command `{command}" in said
     assert "on the head in /home/swank/projects/spark-ds41f" in said
     assert "shape: tp3-triangle" in said
@@ -141,5 +144,6 @@ def test_r6x_and_r6y_hash_alike_and_share_the_classification() -> None:
     assert r6y.previous == "r6x"
     assert r6x.gates.determinism == r6y.gates.determinism
     assert r6x.gates.release_tests == r6y.gates.release_tests
-    assert r6x.gates.benchmark.suite == r6y.gates.benchmark.suite == "release-tp3"
+    assert r6x.gates.benchmark.suite == r6y.gates.benchmark.suite
+    assert r6y.gates.benchmark.suite == ["release-tp3", "single-stream"]
     assert r6y.build.cwd == "/home/swank/projects/spark-ds41f"

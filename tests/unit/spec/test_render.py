@@ -97,8 +97,10 @@ def test_triangle_overrides_the_ring_sizes(r2: Release) -> None:
     release = r2.model_copy(update={"engine": r2.engine.model_copy(update={"options": {}})})
     plan = render_launch(triangle, release, "dgx3")
     assert plan.argv[plan.argv.index("--tensor-parallel-size") + 1] == "3"
-    assert plan.argv[plan.argv.index("--max-model-len") + 1] == "524288"
-    assert plan.env["SPARK3_DSPARK_COST_DIR"].endswith("tp3-r6-20261005")
+    assert plan.argv[plan.argv.index("--max-model-len") + 1] == "1048576"
+    assert plan.argv[plan.argv.index("--max-num-seqs") + 1] == "8"
+    assert "SPARK3_DSPARK_COST_DIR" not in plan.env
+    assert plan.env["SPARKNET_ROCE_TOPOLOGY"] == "direct"
 
 
 def test_previous_release_is_loaded(r2: Release) -> None:
