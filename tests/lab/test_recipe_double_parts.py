@@ -56,16 +56,12 @@ def test_the_recipe_argv_becomes_the_engines_options() -> None:
     ("record", "phase"),
     [
         ({"event": "loaded", "seconds": 1.5}, "weights_loaded"),
-        ({"event": "prepared", "seconds": 0.7}, "kernels_prepared"),
         ({"event": "rendezvous", "seconds": 0.1}, "rendezvous"),
         ({"event": "ready", "port": 8000}, "ready"),
         ({"event": "compile_after_freeze", "family": "mlp"}, "compile_after_preparation"),
-        pytest.param(
+        (
             {"event": "collective_failure", "peer": 2, "seq": 24, "timeout_s": 10},
             "collective_failure",
-            # The thread's own line (r6n report): the profile does not match it yet; strict, so
-            # the marker fix (issue 26 item 8, branch recipe-data) turns this red until removed.
-            marks=pytest.mark.xfail(reason="issue 26 item 8: the thread's RoCE line", strict=True),
         ),
         ({"event": "fatal", "error": "ModelError", "message": "bad"}, "fatal"),
     ],
@@ -80,10 +76,10 @@ def test_each_engine_event_prints_a_line_the_recipe_profile_reads_as_its_phase(
     with redirect_stdout(printed):
         vllm_double.translate(record, vllm_double.Lines(1), options)
     reader = LogReader(profile.logs, node="dgx2", rank=1)
-    events = [reader.parse(line) for line in printed.getvalue().splitlines()]
-    assert phase in [event.name for event in events if event is not None], printed.getvalue()
-    raw = reader.parse(json.dumps({"ts": "2026-12-06T00:00:00+00:00", **record}))
-    assert raw is None  # the passed-through JSON line is never read as a second event
+    events = reader.read(printed.getvalue().splitlines())
+    assert phase in [event.name for event in events], printed.getvalue()
+    raw = reader.read([json.dumps({"ts": "2026-12-06T00:00:00+00:00", **record})])
+    assert raw == []  # the passed-through JSON line is never read as a second event
 
 
 def test_the_rank_refuses_without_the_display_device(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,8 +94,7 @@ def test_the_rank_refuses_without_the_display_device(monkeypatch: pytest.MonkeyP
     )
     profile = load_model(PROFILE, EngineProfile)
     reader = LogReader(profile.logs, node="dgx1", rank=0)
-    names = [e.name for e in map(reader.parse, printed.getvalue().splitlines()) if e is not None]
-    assert names == ["fatal"]
+    assert [e.name for e in reader.read(printed.getvalue().splitlines())] == ["fatal"]
     monkeypatch.setenv("SPARK3_DISPLAY_CARVEOUT_WEIGHTS", "0")
     assert not vllm_double.refuse_without_display_device(vllm_double.Lines(0))
 

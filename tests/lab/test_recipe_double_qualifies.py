@@ -40,10 +40,12 @@ EXAMPLE = "examples/spark-ds41f"
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A private project: copies of config/ and examples/, its own state and experiments."""
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private project: copies of config/ and examples/, its own state and experiments; its
+    files load here as in the CLI it runs (SPARKGATE_ROOT)."""
     for name in ("config", "examples"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("promoted"))
+    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
     return tmp_path
 
 
@@ -87,8 +89,9 @@ def _write_overlays(project: Path, lab: LabState, root: Path) -> tuple[Path, Pat
     cluster_file.write_text(yaml.safe_dump({"kind": "cluster", "extends": "tp3-triangle.yaml",
                                             "set": changes}, sort_keys=False))  # fmt: skip
     head = _workdirs(root, example)[example.head.name]
-    r6y = project / EXAMPLE / "releases" / "r6y-lab.yaml"
-    r6y.write_text(yaml.safe_dump({"kind": "release", "extends": "r6y.yaml",
+    r6y = project / EXAMPLE / "releases" / "lab" / "r6y.yaml"  # a release's file is its name
+    r6y.parent.mkdir()
+    r6y.write_text(yaml.safe_dump({"kind": "release", "extends": "../r6y.yaml",
                                    "set": {"build": {"cwd": head}}}))  # fmt: skip
     return cluster_file, r6y
 

@@ -69,6 +69,21 @@ def _write_meminfo_shim(shim: Path) -> None:
     shim.chmod(0o755)
 
 
+def write_gpu_hook(folder: Path) -> Path:
+    """A do-nothing `nvidia-container-runtime-hook` for the lab's dockerd PATH.
+
+    dockerd registers its NVIDIA device driver (what `--gpus=all` asks for) only when this hook is
+    on its PATH, and then runs it before each such container starts (moby
+    daemon/nvidia_linux.go). The double's hook reads the container state and exits 0: the
+    container starts as on a Spark, with no GPU to pass.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    hook = folder / "nvidia-container-runtime-hook"
+    hook.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
+    hook.chmod(0o755)
+    return folder
+
+
 def make_spark_files(root: Path, snapshot: str) -> None:
     """A Spark's files under `root` (the lab's `/`): the HF snapshot with a bundled-engine model,
     the display device's node and /dev/infiniband's stand-in (a character device: /dev/null's)."""
