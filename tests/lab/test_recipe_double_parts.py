@@ -139,6 +139,8 @@ def test_the_lab_overlay_changes_only_addresses_users_and_paths(tmp_path: Path) 
     for node in original["nodes"]:
         node["address"], node["workdir"] = None, double.RECIPE_CHECKOUT
         node["overrides"]["docker_daemon"] = None
+    assert moved["engine"]["ready"]["url"] == "http://{address}:{port}/v1/models"
+    moved["engine"]["ready"]["url"] = original["engine"]["ready"]["url"]  # an address
     for key in ("user", "key_file", "known_hosts"):
         assert moved["transport"][key] == lab["transport"][key]
         moved["transport"][key] = original["transport"][key] = None

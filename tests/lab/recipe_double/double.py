@@ -178,8 +178,13 @@ def lab_overlay(
         overrides = {**node.get("overrides", {}), **lab_node["overrides"]}
         nodes.append({**node, "address": lab_node["address"], "workdir": workdirs[node["name"]],
                       "overrides": overrides})  # fmt: skip
+    # The profile's ready URL is the recipe's deployment.ready_url, 127.0.0.1: right where
+    # sparkgate runs on the head, not from a controller elsewhere (the lab's root namespace), so
+    # the head's address stands in for the loopback one.
+    ready = str(example["engine"]["ready"]["url"]).replace("127.0.0.1", "{address}")
     return {
         "transport": transport,
+        "engine": {"ready": {"url": ready}},
         "runtime": {"run_args": moved(runtime["run_args"]), "mounts": moved(runtime["mounts"])},
         "preflight": moved(example.get("preflight", [])),
         "nodes": nodes,
