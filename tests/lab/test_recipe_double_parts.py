@@ -158,5 +158,6 @@ def test_a_docker_lab_session_reaches_its_own_daemon_and_the_extra_path(tmp_path
     assert env["DOCKER_HOST"] == f"unix://{tmp_path.resolve()}/docker/sg-x-0/api.sock"
     assert env["PATH"].startswith("/double/bin:/usr/local/sbin:")
     text = sshd_config_text("198.18.0.10", tmp_path, tmp_path / "keys", env)
-    assert f"SetEnv DOCKER_HOST={env['DOCKER_HOST']}" in text.splitlines()
+    setenv = [line for line in text.splitlines() if line.startswith("SetEnv ")]
+    assert setenv == [f"SetEnv DOCKER_HOST={env['DOCKER_HOST']} PATH={env['PATH']}"]  # one line
     assert _session_env(LabPlan(prefix="sg-x"), "sg-x-0", tmp_path) == {}

@@ -133,7 +133,8 @@ def sshd_config_text(
     `session_env` is set in every session (sshd's SetEnv), e.g. DOCKER_HOST naming the host's
     own dockerd, so a `docker` command run over SSH reaches that host's daemon as on a real node.
     """
-    setenv = [f"SetEnv {key}={value}" for key, value in (session_env or {}).items()]
+    pairs = [f"{key}={value}" for key, value in (session_env or {}).items()]
+    setenv = ["SetEnv " + " ".join(pairs)] if pairs else []  # sshd reads only the first SetEnv
     return "\n".join(
         [
             *setenv,
