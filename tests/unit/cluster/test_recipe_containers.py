@@ -140,15 +140,19 @@ RECIPE_CONFIG: dict[str, Any] = {  # config/cluster.json's shape, values of the 
 }  # fmt: skip
 
 
-def recipe_run(config: dict[str, Any], rank: int, head: bool) -> list[str]:
-    """bin/spark's rendered_docker_command for one node (the facts above, rewritten)."""
+def recipe_run(
+    config: dict[str, Any], rank: int, head: bool, node_env: dict[str, str]
+) -> list[str]:
+    """bin/spark's rendered_docker_command for one node (the facts above, rewritten); its
+    environment is the cluster's plus the node's fabric variables, which the recipe renders
+    from its topology (`topology.node_environment`) and the example keeps in node overrides."""
     container, home = config["container"], config["host"]["home"]
     command = [*config["serve_args"], "--node-rank", str(rank)]
     command += ["--master-addr", config["distributed"]["master_addr"]]
     command += ["--master-port", config["distributed"]["master_port"]]
     command += [] if head else ["--headless"]
     argv = ["docker", "run", "-d", "--name", container["name"], *container["docker_run_args"]]
-    for key, value in sorted(config["environment"].items()):
+    for key, value in sorted({**config["environment"], **node_env}.items()):
         argv += ["--env", f"{key}={value}"]
     for source, target, mode in container["mounts"]:
         argv += ["--volume", f"{source.format(home=home)}:{target}:{mode}"]
@@ -201,8 +205,9 @@ def test_a_docker_run_cluster_creates_exactly_the_recipe_launchers_containers(
     cluster, release = sparkgate_triangle(tmp_path)
     image = RECIPE_CONFIG["container"]["image"]
     for plan in render_all(cluster, release):
-        wanted = what_doctor_reads(recipe_run(RECIPE_CONFIG, plan.rank, plan.head))
         node = cluster.node(plan.node)
+        fabric = {key: str(value) for key, value in node.overrides.env.items()}
+        wanted = what_doctor_reads(recipe_run(RECIPE_CONFIG, plan.rank, plan.head, fabric))
         options = create_options(rank_container(cluster, release, node, plan, image))
         assert "entrypoint" not in options, "the image's own entrypoint runs, as docker run's"
         assert options["command"] == wanted["Cmd"], f"{plan.node}: command differs"

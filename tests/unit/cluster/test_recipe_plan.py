@@ -24,7 +24,7 @@ def test_the_plan_shows_every_nodes_final_mounts_devices_and_environment(tmp_pat
         view = step.detail
         mounts = "\n".join(view["mounts"])
         assert "/dev/dri/by-path/pci-000f:01:00.0-card -> /dev/dri/card0 (rw, bind)" in mounts
-        snapshot = "DeepSeek-V4.1-Flash/snapshots/"
+        snapshot = f"/snapshots/{release.model.revision}"  # the pinned revision's HF snapshot
         assert any(snapshot in m and m.endswith("-> /models (ro, bind)") for m in view["mounts"])
         assert "/dev/infiniband" in view["devices"]
         assert "gpus: all" in view["devices"]

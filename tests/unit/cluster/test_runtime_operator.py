@@ -18,6 +18,7 @@ from flows.cluster.runtime import docker as docker_ranks
 from flows.cluster.runtime.factory import rank_spec, runtime_for
 from flows.cluster.runtime.operator import OperatorRanks
 from flows.cluster.transport.local import LocalTransport
+from flows.errors import SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
 from flows.spec.load import load_model
@@ -141,3 +142,17 @@ def test_the_container_that_had_the_name_before_is_not_taken_for_the_rank(
     runtime._started.join(timeout=30)
     assert runtime.status(worker).running
     assert runtime.status(worker).detail == ""
+
+
+def test_an_unknown_placeholder_in_the_launchers_folder_is_refused_at_load(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bad.yaml"
+    runtime = {"kind": "operator", "commands": {"cwd": "{checkout}", "start": ["a"], "stop": ["b"]}}
+    set_ = {"name": "op", "runtime": runtime}
+    extends = str(ROOT / "config" / "local.yaml")
+    path.write_text(json.dumps({"kind": "cluster", "extends": extends, "set": set_}))
+    with pytest.raises(SpecError) as bad:
+        load_model(path, Cluster)
+    assert "runtime.commands.cwd" in str(bad.value)
+    assert "checkout" in str(bad.value)
