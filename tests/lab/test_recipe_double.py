@@ -157,9 +157,11 @@ def test_a_rank_refuses_without_the_display_device_and_serves_with_it_as_root(
     argv = ["/models", "--served-model-name", "deepseek-v4.1-flash", "--host", "0.0.0.0",
             "--port", "8000", "--tensor-parallel-size", "1", "--nnodes", "1", "--node-rank", "0",
             "--master-addr", address, "--master-port", "9999", "--max-num-seqs", "8"]  # fmt: skip
-    mounts = [
+    snapshot = root / SNAPSHOT.lstrip("/")
+    mounts = [  # the snapshot's entries link to ../../blobs, as in the HF hub cache
+        docker.types.Mount("/models", str(snapshot), type="bind", read_only=True),
         docker.types.Mount(
-            "/models", str(root / SNAPSHOT.lstrip("/")), type="bind", read_only=True
+            "/blobs", str(snapshot.parents[1] / "blobs"), type="bind", read_only=True
         ),
         docker.types.Mount("/cache", str(cache), type="bind"),
     ]

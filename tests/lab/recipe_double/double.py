@@ -7,6 +7,7 @@ hosts share it). Paths follow the recipe's (`/home/swank/...`, r6d's r6d-tp3.jso
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -95,6 +96,8 @@ def make_spark_files(root: Path, snapshot: str) -> None:
              "--size", "tiny", "--max-context", "16384"],
             check=True, capture_output=True,
         )  # fmt: skip
+    if not (model / "manifest.sha256").is_symlink():
+        _as_hub_snapshot(model)
     display = root / DISPLAY_NODE.lstrip("/")
     display.parent.mkdir(parents=True, exist_ok=True)
     display.touch()
@@ -103,6 +106,19 @@ def make_spark_files(root: Path, snapshot: str) -> None:
     uverbs = infiniband / "uverbs0"
     if not uverbs.exists():
         subprocess.run(["mknod", str(uverbs), "c", "1", "3"], check=True)
+
+
+def _as_hub_snapshot(model: Path) -> None:
+    """Lay a model folder out as the HF hub cache does: each file a blob named by its sha256 in
+    `<repo>/blobs/`, the snapshot's entries relative links to them (`../../blobs/<sha256>`). The
+    recipe mounts the snapshot at /models and the blobs at /blobs, so the links resolve inside
+    the container as they do on a Spark."""
+    blobs = model.parents[1] / "blobs"
+    blobs.mkdir(exist_ok=True)
+    for file in sorted(p for p in model.iterdir() if p.is_file() and not p.is_symlink()):
+        digest = hashlib.sha256(file.read_bytes()).hexdigest()
+        file.replace(blobs / digest)
+        file.symlink_to(Path("..") / ".." / "blobs" / digest)
 
 
 def make_checkout(checkout: Path, *, base_image: str, tag: str, tests: list[str]) -> str:
