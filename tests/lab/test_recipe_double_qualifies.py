@@ -123,7 +123,9 @@ def test_r6x_then_r6y_qualify_on_the_double_then_promote_deploys_and_rolls_back(
     workdirs = {node.name: Path(node.workdir) for node in lab.nodes}
     for workdir in workdirs.values():
         shutil.rmtree(workdir, ignore_errors=True)
-        workdir.mkdir(parents=True)
+        # The Sparks have served before: the recipe's cache mount source exists (a fresh node
+        # without it stops the release-tests container, whose mounts docker does not create).
+        (workdir / "cache").mkdir(parents=True)
     checkout = workdirs[lab.head.name]
     double.make_checkout(checkout, base_image=base_image, tag=R6X, tests=_tests_tree(project))
     env = _environment(project)
