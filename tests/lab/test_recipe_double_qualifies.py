@@ -128,6 +128,7 @@ def test_r6x_then_r6y_qualify_on_the_double_then_promote_deploys_and_rolls_back(
         (workdir / "cache").mkdir(parents=True)
     checkout = workdirs[lab.head.name]
     double.make_checkout(checkout, base_image=base_image, tag=R6X, tests=_tests_tree(project))
+    (checkout / "cache").mkdir()  # git-ignored, as in the recipe's checkout
     env = _environment(project)
     c = str(cluster_file)
     try:
