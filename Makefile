@@ -32,6 +32,11 @@ demo:
 	$(BIN)/sparkgate qualify releases/r2.yaml --no-wait; status=$$?; echo; \
 	  $(BIN)/sparkgate records --brief; \
 	  echo "demo wall time: $$(( $$(date +%s) - $$(cat .demo-started) )) s, set-up included"; \
+	  echo; echo "next (after: source $(VENV)/bin/activate):"; \
+	  echo "  sparkgate show r2                           # r2's record: verdict, every gate's tables"; \
+	  echo "  sparkgate records                           # every record, its verdict and decision"; \
+	  echo "  sparkgate promote r2 --reason 'demo'        # promote r2 on the local cluster"; \
+	  echo "  PREFECT_HOME=.sparkgate/prefect prefect server start   # the UI at http://127.0.0.1:4200"; \
 	  exit $$status
 
 lint: setup
@@ -45,9 +50,12 @@ test: lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The fast loop while editing: unit tests of sparkgate and the engine, nothing that boots a real
-# cluster, a lab host or a docker daemon (no lint or type check; `make test` runs everything).
+# cluster, a lab host, a docker daemon or a Prefect server (no lint or type check; `make test`
+# runs everything).
 unit: setup
-	$(BIN)/pytest tests/unit engine/tests -m "not integration and not lab and not docker and not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit engine/tests \
+	  -m "not integration and not lab and not docker and not slow and not prefect_server" \
+	  $(PYTEST_ARGS)
 
 format: setup
 	$(BIN)/ruff format flows tests engine

@@ -32,10 +32,9 @@ from flows.gates.release_tests.runner import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
+from tests.support.lab import docker_lab as docker_lab_up
 from tests.support.overlays import release_overlay
-
-from .conftest import ROOT
-from .conftest import docker_lab as docker_lab_up
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow]
 

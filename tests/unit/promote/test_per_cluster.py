@@ -26,8 +26,7 @@ from flows.promotion.promote import target_cluster
 from flows.promotion.rules import pointer_file, promoted
 from flows.promotion.store import inherits_legacy, read_log, read_pointer, write_pointer
 from tests.support.overlays import cluster_overlay
-
-from .conftest import DIGEST, GATE_NAMES, stage
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 
 def _entry(release: str) -> PromotedEntry:
@@ -204,7 +203,7 @@ def test_an_unknown_cluster_is_refused_before_anything_moves(
 ) -> None:
     write_record("r1", stages=_passed())
     assert main(["promote", "r1", "-c", "gamma", "--by", "alice"]) == 2
-    assert "no cluster file for 'gamma'" in capsys.readouterr().err
+    assert "no cluster 'gamma'" in capsys.readouterr().err
     assert main(["rollback", "-c", "gamma"]) == 2
     assert not (clusters / "config/promoted").exists()
     assert read_log(clusters) == []
