@@ -34,9 +34,9 @@ from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
 from flows.spec.release import Release
 from tests.lab.recipe_double import double
+from tests.support.lab import docker_lab as docker_lab_up
+from tests.support.paths import ROOT
 
-from .conftest import ROOT
-from .conftest import docker_lab as docker_lab_up
 from .test_lab_docker_boot import DOCKER_CACHE
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]

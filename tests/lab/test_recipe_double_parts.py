@@ -23,8 +23,7 @@ from flows.spec.cluster import Cluster
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
 from tests.lab.recipe_double import double, vllm_double
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
 TRIANGLE = ROOT / "examples" / "spark-ds41f" / "clusters" / "tp3-triangle.yaml"
