@@ -45,9 +45,12 @@ test: lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The fast loop while editing: unit tests of sparkgate and the engine, nothing that boots a real
-# cluster, a lab host or a docker daemon (no lint or type check; `make test` runs everything).
+# cluster, a lab host, a docker daemon or a Prefect server (no lint or type check; `make test`
+# runs everything).
 unit: setup
-	$(BIN)/pytest tests/unit engine/tests -m "not integration and not lab and not docker and not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit engine/tests \
+	  -m "not integration and not lab and not docker and not slow and not prefect_server" \
+	  $(PYTEST_ARGS)
 
 format: setup
 	$(BIN)/ruff format flows tests engine

@@ -1,17 +1,70 @@
-"""Shared test configuration: under CI=true, a lab or docker test that skips is a failure.
+"""Shared test configuration: the fixtures every folder may use, and the suite's own rules.
 
-Lab and docker tests need root, namespaces and a Docker engine. A developer without them sees a
-skip with the reason; CI provisions them, so a skip there would hide a broken setup.
+Under CI=true a lab or docker test that skips is a failure: lab and docker tests need root,
+namespaces and a Docker engine; a developer without them sees a skip with the reason, CI
+provisions them, so a skip there would hide a broken setup. A test that starts or uses a Prefect
+server must say so with the `prefect_server` marker (`make unit` leaves those out).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from pathlib import Path
 
 import pytest
 
+from tests.support.local_cluster import (  # noqa: F401 - fixtures used by name
+    cluster_root,
+    local_cluster,
+    release_r1,
+    state,
+    transports,
+    warm_nodes,
+)
+from tests.support.paths import ROOT
+from tests.support.prefect_server import prefect_api, prefect_harness  # noqa: F401 - by name
+
 MUST_RUN_IN_CI = ("lab", "docker")
+SERVER_FIXTURES = ("prefect_api", "prefect_harness")
+
+
+@pytest.fixture
+def project_releases() -> str | None:
+    """What the `project` fixture puts in releases/: nothing here; a folder's conftest or a
+    module overrides it ("shipped": copies of the shipped r1 and r2, engine path made absolute)."""
+    return None
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, project_releases: str | None) -> Path:
+    """A private project for in-process commands: SPARKGATE_ROOT and the state folder in tmp."""
+    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
+    monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / ".sparkgate"))
+    if project_releases == "shipped":
+        releases = tmp_path / "releases"
+        releases.mkdir()
+        for name in ("r1", "r2"):
+            text = (ROOT / "releases" / f"{name}.yaml").read_text()
+            (releases / f"{name}.yaml").write_text(text.replace("../engine", str(ROOT / "engine")))
+    elif project_releases is not None:
+        raise pytest.UsageError(f"project_releases: unknown {project_releases!r}")
+    return tmp_path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test that gets a Prefect server without the `prefect_server` marker."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES)
+        and item.get_closest_marker("prefect_server") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use a Prefect server but lack @pytest.mark.prefect_server: "
+            + ", ".join(unmarked)
+        )
 
 
 @pytest.hookimpl(wrapper=True)

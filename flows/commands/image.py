@@ -28,26 +28,15 @@ def build(
 ) -> None:
     """Build RELEASE's image on the head node, load it on every node, verify one image ID."""
     from flows.cluster.build.progress import RichImageProgress  # noqa: PLC0415
-    from flows.cluster.build.release_image import build_release_image, docker_endpoints  # noqa: PLC0415
+    from flows.cluster.build.release_image import build_and_distribute  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import Release  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     chosen = load_model(release, Release)
-    head, *others = docker_endpoints(spec, chosen)
-    source = chosen.build.engine_tree
     with RichImageProgress(err_console) as progress:
-        result = build_release_image(
-            head,
-            others,
-            chosen.name,
-            source,
-            state_dir() / "cache" / "docker",
-            dockerfile=source / chosen.build.dockerfile,
-            build_args={name: str(value) for name, value in chosen.build.args.items()},
-            progress=progress,
-        )
+        result = build_and_distribute(spec, chosen, state_dir(), progress)
     if as_json:
         out_console.print_json(result.model_dump_json())
         return

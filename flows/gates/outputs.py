@@ -134,29 +134,6 @@ def _top_bits(top: Top | None) -> list[tuple[str, bytes]] | None:
     return None if top is None else [(token, float_bits(value)) for token, value in top]
 
 
-def compare_scenario(
-    name: str, reference: Mapping[str, Output], outputs: Sequence[Output]
-) -> ScenarioReport:
-    """Each response against its prompt's reference; a prompt with no reference differs at 0."""
-    differences: list[Difference] = []
-    for output in outputs:
-        ref = reference.get(output.prompt)
-        found = (
-            Difference(prompt=output.prompt, index=0, what="token")
-            if ref is None
-            else first_difference(ref, output)
-        )
-        if found is not None:
-            differences.append(found)
-    return ScenarioReport(
-        name=name,
-        identical=len(outputs) - len(differences),
-        differing=len(differences),
-        first_difference=differences[0] if differences else None,
-        differences=differences,
-    )
-
-
 def top_token_agreement(
     current: Mapping[str, Sequence[int]], previous: Mapping[str, Sequence[int]]
 ) -> float | None:

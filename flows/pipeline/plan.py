@@ -27,6 +27,7 @@ from flows.cluster.build.dockerfile import (
 )
 from flows.cluster.ops.lock import lock_settings
 from flows.cluster.ops.preflight import node_values
+from flows.cluster.runtime.factory import rank_view
 from flows.errors import MissingPreviousError
 from flows.gates.plan import CONTROLLER, PlanContext, PlanStep, PreviousPlan
 from flows.gates.registry import REGISTRY
@@ -67,6 +68,7 @@ def qualification_plan(inputs: QualificationInputs, experiments: Path) -> Qualif
         *_preflight(cluster),
         *_build(release, cluster),
         *_distribute(cluster, image),
+        *_ranks(given),
         *(step for gate in REGISTRY for step in gate.plan(given)),
         PlanStep(
             stage="record", node=CONTROLLER, action="write the experiments record",
@@ -105,6 +107,17 @@ def _previous_plan(
         benchmarked=benchmarked,
         benchmark_refused=benchmark_refused,
     )
+
+
+def _ranks(given: PlanContext) -> list[PlanStep]:
+    """Every node's rank as it will be created: mounts, devices, environment, command."""
+    return [
+        PlanStep(
+            stage="ranks", node=plan.node, action=f"rank {plan.rank} as the runtime creates it",
+            detail=rank_view(given.cluster, given.release, plan, given.image),
+        )
+        for plan in given.plans
+    ]  # fmt: skip
 
 
 def _image(release: Release) -> str:

@@ -23,7 +23,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from flows import __version__
-from flows.cluster.build.made_image import ReleaseBuild, resumed_image, run_release
+from flows.cluster.build.adopted_image import ReleaseBuild, resumed_image, run_release
 from flows.cluster.build.wheel import build_release
 from flows.cluster.ops.lock import ClusterLock, ensure_held, lock_settings
 from flows.cluster.ops.preflight import run_preflight

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.cluster.build.made_image import recorded_image
+from flows.cluster.build.adopted_image import recorded_image
 from flows.errors import MissingPreviousError
 from flows.gates.determinism.kept import record_hashes
 from flows.record.reader import latest_record, published_shapes

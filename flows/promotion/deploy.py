@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.cluster.boot.session import load_session, start_release, stop_session
-from flows.cluster.build.made_image import pinned
+from flows.cluster.build.adopted_image import pinned
 from flows.cluster.transport.base import Transport
 from flows.engine_api.ready import probe_ready
 from flows.errors import BootError, SparkgateError, boot_failure_reason

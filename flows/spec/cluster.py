@@ -84,6 +84,23 @@ class ImageBuilds(SpecModel):
     )
 
 
+class MemoryGuard(SpecModel):
+    """Stop a rank whose node runs short of memory, as the recipe's memguard does.
+
+    The recipe arms a startup guard on every node before its container starts and switches to
+    the steady guard once the API is ready; the guard kills the container when MemAvailable
+    falls below its threshold, and refuses to start one below the startup threshold
+    (christopherowen/spark-ds41f scripts/memguard.sh, bin/spark `command_cluster_start`). Its
+    values: startup 5 GiB (the release thread's r6x post: "dgx1's 5 GiB startup memory
+    guard"), steady 3 GiB, checked every 0.25 s and 2 s (config/cluster.json `host`).
+    """
+
+    startup_gib: float = Field(gt=0, description="Startup threshold: refuse or kill below it.")
+    steady_gib: float = Field(gt=0, description="Threshold once the head's API is ready.")
+    startup_interval_s: float = Field(default=0.25, gt=0, description="Check period at startup.")
+    interval_s: float = Field(default=2.0, gt=0, description="Check period once ready.")
+
+
 class DockerRuntime(SpecModel):
     """Ranks run as containers of the release image, one per node."""
 
@@ -101,9 +118,59 @@ class DockerRuntime(SpecModel):
     builds: ImageBuilds = Field(
         default=ImageBuilds(), description="Network and pulls of dockerfile builds."
     )
+    create_as: Literal["sparkgate", "docker-run"] = Field(
+        default="sparkgate",
+        description="`docker-run`: create each rank container as the operator's launcher's "
+        "`docker run -d --name NAME RUN_ARGS --env ... --volume SRC:DST:MODE IMAGE ARGS` does "
+        "(the image's own entrypoint, argv after `image_entrypoint` as its command, the mounts "
+        "as binds, no folder of sparkgate's mounted, no working directory), so the recipe's "
+        "`doctor --live` finds nothing to differ. `sparkgate`: argv[0] as the entrypoint, the "
+        "workdir and cache folders mounted at their own paths.",
+    )
+    image_entrypoint: list[str] = Field(
+        default=[],
+        description="With `docker-run`: the image's ENTRYPOINT words that argv starts with "
+        "(the recipe's vLLM image: [vllm, serve]); checked against the image at start.",
+    )
+    memory_guard: MemoryGuard | None = Field(
+        default=None, description="Startup and steady memory guards of every rank."
+    )
 
 
-Runtime = Annotated[ProcessRuntime | DockerRuntime, Field(discriminator="kind")]
+class LauncherCommands(SpecModel):
+    """The operator's own cluster commands, run on the head in `cwd` (the recipe's checkout).
+
+    For the recipe (christopherowen/spark-ds41f bin/spark): `cluster start --apply --replace`
+    arms the startup memory guards, runs each node's `docker run`, waits for the API and arms
+    the steady guards; `cluster stop --apply` stops the guards and the containers; `status`
+    lists each node's container. Its launcher refuses a dirty checkout.
+    """
+
+    cwd: str = Field(min_length=1, description="Folder on the head (node placeholders allowed).")
+    start: list[str] = Field(min_length=1, description="Starts every node's rank container.")
+    stop: list[str] = Field(min_length=1, description="Stops every node's rank container.")
+    status: list[str] = Field(default=[], description="Reports the cluster (shown, not parsed).")
+    start_timeout_s: float = Field(
+        default=3600,
+        gt=0,
+        description="How long the start command may take (it waits for the "
+        "API: the recipe's deployment.ready_timeout_seconds is 3600).",
+    )
+
+
+class OperatorRuntime(DockerRuntime):
+    """Ranks started and stopped by the operator's own launcher, so what is qualified is
+    exactly what production runs; images, caches, models and release tests are handled as in
+    the docker runtime, and each node's container (`container_name`) is watched through its
+    daemon (status, `docker logs`)."""
+
+    kind: Literal["operator"] = Field(  # type: ignore[assignment]  # a docker runtime's variant
+        description="Start and stop ranks with the operator's commands."
+    )
+    commands: LauncherCommands = Field(description="The operator's start, stop, status commands.")
+
+
+Runtime = Annotated[ProcessRuntime | DockerRuntime | OperatorRuntime, Field(discriminator="kind")]
 
 
 class NodeOverrides(SpecModel):
@@ -126,7 +193,19 @@ class Node(SpecModel):
         min_length=1,
         description="Working directory on the node; relative to the cluster file when local.",
     )
+    state_dir: str | None = Field(
+        default=None,
+        description="Folder for sparkgate's own files on the node (cluster lock, release-test "
+        "workspaces); default: `<workdir>.sparkgate`, beside the workdir, never inside it.",
+    )
     overrides: NodeOverrides = Field(default=NodeOverrides(), description="Per-node overrides.")
+
+    @property
+    def state_folder(self) -> str:
+        """Where sparkgate writes on the node: outside the workdir, which may be the operator's
+        git checkout (the recipe's `bin/spark build image` refuses any untracked file there,
+        and its `cluster start` refuses a dirty checkout)."""
+        return self.state_dir or f"{self.workdir.rstrip('/')}.sparkgate"
 
 
 class Ports(SpecModel):
@@ -186,10 +265,16 @@ class Cluster(SpecModel):
         raise KeyError(name)
 
     def local_paths(self) -> list[Loc]:
-        """With the local transport, node workdirs are paths on this machine."""
-        if isinstance(self.transport, LocalTransport):
-            return [("nodes", index, "workdir") for index in range(len(self.nodes))]
-        return []
+        """With the local transport, node workdirs (and state folders) are paths here."""
+        if not isinstance(self.transport, LocalTransport):
+            return []
+        workdirs: list[Loc] = [("nodes", index, "workdir") for index in range(len(self.nodes))]
+        states: list[Loc] = [
+            ("nodes", index, "state_dir")
+            for index, node in enumerate(self.nodes)
+            if node.state_dir is not None
+        ]
+        return workdirs + states
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Node-set rules, shape and template placeholders."""
@@ -251,6 +336,8 @@ class Cluster(SpecModel):
                 (("runtime", "mounts", i, "source"), mount.source, NODE_KEYS)
                 for i, mount in enumerate(runtime.mounts)
             )
+        if isinstance(self.runtime, OperatorRuntime):
+            templates.append((("runtime", "commands", "cwd"), self.runtime.commands.cwd, NODE_KEYS))
         for index, node in enumerate(self.nodes):
             loc: Loc = ("nodes", index, "overrides")
             env = node.overrides.env.items()

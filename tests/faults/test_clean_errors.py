@@ -20,7 +20,7 @@ from flows.record.verify import verify
 from flows.record.writer import RecordWriter
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
-from tests.unit.record.conftest import (  # noqa: F401 - fixtures used by name
+from tests.support.records import (  # noqa: F401 - fixtures used by name
     cluster,
     published,
     release_r2,

@@ -8,12 +8,9 @@ The disk-full tests mount a 64 KiB tmpfs (root only) so ENOSPC comes from a real
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,46 +22,16 @@ from flows.record.reader import read_record
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
-from tests.unit.record.conftest import (  # noqa: F401 - fixtures used by name
+from tests.support.disk import fill
+from tests.support.records import (  # noqa: F401 - fixtures used by name
     DAY,
     bench_result,
     cluster,
     release_r2,
 )
-from tests.unit.record.conftest import (
+from tests.support.records import (
     tests_result as release_tests_result,
 )
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(folder: Path) -> None:
-    """Take every free block of the filesystem holding `folder`."""
-    try:
-        with (folder / "filler").open("wb", buffering=0) as stream:
-            while True:
-                stream.write(b"\0" * 4096)
-    except OSError as error:
-        if error.errno != errno.ENOSPC:
-            raise
 
 
 def test_a_record_write_on_a_full_disk_keeps_the_previous_version(

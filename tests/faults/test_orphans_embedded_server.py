@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.processes import alive
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server]
 
 HOLDER = Path(__file__).with_name("embedded_holder.py")
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,33 +20,10 @@ from flows.cluster.transport.local import LocalTransport
 from flows.errors import BootError, TransportError
 from flows.spec.cluster import Cluster
 from flows.spec.launch import LaunchPlan
-from flows.spec.load import load_model
 from flows.spec.release import Release
-from tests.integration.conftest import ensure_models, plans_for
-from tests.support.net import free_port
+from tests.support.local_cluster import ensure_models, plans_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    """config/local.yaml with private workdirs and free ports."""
-    nodes_root = tmp_path_factory.mktemp("nodes")
-    shipped = load_model(ROOT / "config/local.yaml", Cluster)
-    nodes = [n.model_copy(update={"workdir": str(nodes_root / n.name)}) for n in shipped.nodes]
-    ports = shipped.ports.model_copy(update={"rendezvous": free_port(), "api": free_port()})
-    return shipped.model_copy(update={"nodes": nodes, "ports": ports})
-
-
-@pytest.fixture
-def release_r1() -> Release:
-    return load_model(ROOT / "releases/r1.yaml", Release)
-
-
-@pytest.fixture
-def transports(local_cluster: Cluster) -> dict[str, LocalTransport]:
-    return {node.name: LocalTransport(node.name) for node in local_cluster.nodes}
 
 
 class HeadUnreachable(ProcessRuntime):

@@ -38,13 +38,9 @@ def _entry(release_file: Path, *, by: str, reason: str, **_: object) -> Promoted
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
-    monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / "state"))
-    (tmp_path / "releases").mkdir()
-    for name in ("r1", "r2"):
-        (tmp_path / "releases" / f"{name}.yaml").write_text("name: placeholder\n")
-    return tmp_path
+def project_releases() -> str:
+    """The shared `project` fixture (tests/conftest.py) with the shipped r1 and r2 in it."""
+    return "shipped"
 
 
 def test_sigterm_during_deploy_puts_the_pointer_back(project: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from flows.errors import MachineError
 from flows.promotion.models import LOG_FILE, LogEntry, Pointer, PromotedEntry
 from flows.promotion.store import append_log, load_log, read_log, read_pointer, write_pointer
-from tests.faults.test_disk_full import fill, small_disk  # noqa: F401 - the fixture by name
+from tests.support.disk import fill
 
 PAGE = 4096
 MACHINE = "a failure of this machine, not of the release"
@@ -40,7 +40,7 @@ def _filling_the_page(release: str, size: int) -> LogEntry:
 
 
 def test_a_short_write_on_a_full_disk_leaves_no_torn_line_and_says_it_is_the_machine(
-    small_disk: Path,  # noqa: F811
+    small_disk: Path,
 ) -> None:
     """Before: the append wrote up to the page's end, said nothing, and the next entry was
     glued to the torn one; reading the log then raised."""
@@ -90,7 +90,7 @@ def test_an_entry_glued_to_a_torn_line_by_an_older_append_is_still_read(tmp_path
 
 
 def test_a_pointer_write_on_a_full_disk_is_the_machines_failure_and_keeps_the_pointer(
-    small_disk: Path,  # noqa: F811
+    small_disk: Path,
 ) -> None:
     """Before: a RecordError, as if a record had failed; now the machine's, the pointer kept."""
     entry = PromotedEntry(

@@ -14,8 +14,7 @@ from flows.cluster.transport.local import LocalTransport
 from flows.errors import BootError
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
-
-from .conftest import ensure_models, plans_for
+from tests.support.local_cluster import ensure_models, plans_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

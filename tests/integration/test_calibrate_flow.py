@@ -22,8 +22,7 @@ from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
 from tests.support.overlays import overlay, write_yaml
-
-from .project import Project
+from tests.support.project import Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -12,8 +12,7 @@ from flows.cluster.transport.local import LocalTransport
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from tests.support.overlays import cluster_overlay
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

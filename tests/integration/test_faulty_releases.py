@@ -10,7 +10,6 @@ evidence folder with every node's logs; and no rank is left running.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,12 @@ from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record
 from tests.support.overlays import write_yaml
+from tests.support.project import TRIMMED_COLD_BOOTS, Project, ProjectKind, projects
 
-from .project import TRIMMED_COLD_BOOTS, Project
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
+    projects(ProjectKind("faultytest")),
+]  # fmt: skip
 
 # The benchmark suite of the slower release: three decode points and one prefill, twelve samples
 # each, and up to eleven arms. The fault adds 5 % of a step's wall time as work, which measured
@@ -74,20 +75,17 @@ FAULTS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
-    """A project where the trimmed r1 qualified and was calibrated on the slowdown suite, as the
-    README has a user do before a benchmark; nothing is left running at the end."""
-    made = Project(tmp_path_factory.mktemp("faulty"), "faultytest")
-    suite = write_yaml(made.root / "suites/slowdown.yaml", SLOWDOWN_SUITE)
-    r1 = made.release("r1", "releases/r1.yaml", benchmark={"suite": str(suite)})
-    done = made.qualify(r1)
+@pytest.fixture(scope="module", autouse=True)
+def r1_calibrated(project: Project) -> None:
+    """In the module's project the trimmed r1 qualified and was calibrated on the slowdown
+    suite, as the README has a user do before a benchmark."""
+    suite = write_yaml(project.root / "suites/slowdown.yaml", SLOWDOWN_SUITE)
+    r1 = project.release("r1", "releases/r1.yaml", benchmark={"suite": str(suite)})
+    done = project.qualify(r1)
     assert done.returncode == 0, done.stdout + done.stderr
-    calibrated = made.run("calibrate", str(r1), "-c", str(made.cluster), "--arms", "3",
-                          timeout=900)  # fmt: skip
+    calibrated = project.run("calibrate", str(r1), "-c", str(project.cluster), "--arms", "3",
+                             timeout=900)  # fmt: skip
     assert calibrated.returncode == 0, calibrated.stdout + calibrated.stderr
-    yield made
-    made.stop()
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=repr)

@@ -26,8 +26,7 @@ from flows.spec.gate_policy import ENGINE_LEVEL
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
 from tests.support.overlays import write_yaml
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -16,8 +16,8 @@ from flows.gates.determinism.runner import run_determinism
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import ColdBootsGate, DeterminismGate, Release
-
-from .conftest import ROOT, context_for
+from tests.support.local_cluster import context_for
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -19,8 +19,7 @@ from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
 from tests.support.overlays import write_yaml
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

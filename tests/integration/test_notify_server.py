@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from tests.support.net import free_port
+from tests.support.paths import ROOT
+from tests.support.prefect_server import Server
 from tests.support.waiting import wait_until
 
-from .prefect_server import ROOT, Server
-
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.prefect_server, pytest.mark.timeout(600)]
 
 FAILING_QUALIFICATION = """
 from prefect import flow, tags

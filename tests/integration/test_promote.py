@@ -15,84 +15,26 @@ paused run can be resumed by mistake.
 from __future__ import annotations
 
 import json
-import subprocess
-import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import yaml
 
 from flows.gates.base import GateResult, Outcome
 from flows.pipeline.stages import GATES
-from flows.record import latest_record, list_records, read_record
+from flows.record import latest_record, read_record
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
-from tests.support.waiting import wait_until
+from tests.support.project import ProjectKind, projects
+from tests.support.project import PromotionProject as Project
 
-from . import project
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-class Project(project.Project):
-    """The module's project: a trimmed r1 and crash-on-boot, and the promotion files."""
-
-    def __init__(self, root: Path, cluster: str = "promotetest") -> None:
-        super().__init__(root, cluster)
-        self.name = cluster
-        self.r1 = self.release("r1", "releases/r1.yaml")
-        self.crash = self.release("crash-on-boot", "releases/faulty/crash-on-boot.yaml")
-
-    def pointer(self) -> dict[str, object]:
-        """The module cluster's pointer, config/promoted/promotetest.yaml, as data."""
-        path = self.root / "config/promoted" / f"{self.name}.yaml"
-        return dict(yaml.safe_load(path.read_text()))
-
-    def published(self, release: str) -> list[str]:
-        """Names of the release's published records."""
-        return [
-            r.name for r in list_records(self.root / "experiments")
-            if r.release_name == release and r.status == "published"
-        ]  # fmt: skip
-
-    def log(self) -> list[dict[str, object]]:
-        """The promotions log."""
-        text = (self.root / "experiments/promotions.jsonl").read_text()
-        return [json.loads(line) for line in text.splitlines()]
-
-    def decide(self, waiting: subprocess.Popen[str], records: int, *args: str) -> str:
-        """Send approve/reject ARGS from another process once `waiting` is paused; its output.
-
-        The qualification pauses right after publishing its record, so the decision is first
-        sent once `records` published records of r1 exist (one ephemeral server at a time).
-        """
-        started = time.monotonic()
-
-        def published() -> bool:
-            assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
-            return len(self.published("r1")) >= records
-
-        def decided() -> subprocess.CompletedProcess[str] | None:
-            assert waiting.poll() is None, f"qualify ended early:\n{waiting.communicate()[0]}"
-            done = self.run(*args)
-            assert done.returncode == 0 or "no paused qualification" in done.stderr, done.stderr
-            return done if done.returncode == 0 else None
-
-        wait_until(published, 600, "qualify to publish its record", interval_s=1)
-        left = 600 - (time.monotonic() - started)
-        return wait_until(decided, left, "qualify to pause for a decision", interval_s=2).stderr
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
-    """The module's project; nothing is left running at the end."""
-    made = Project(tmp_path_factory.mktemp("promote"))
-    yield made
-    made.run("cluster", "stop", "-c", str(made.cluster))
+# one project for the module: its r1 is approved once, then rejected, then rolled back to
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow,
+    projects(ProjectKind("promotetest", Project)),
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,32 +24,28 @@ import pytest
 
 from flows.record import latest_record
 from tests.support.overlays import overlay
+from tests.support.prefect_server import Server
+from tests.support.project import TRIMMED_GATES, ProjectKind, projects
+from tests.support.project import PromotionProject as Project
 from tests.support.waiting import wait_until
 
-from .conftest import ROOT
-from .prefect_server import Server
-from .project import TRIMMED_GATES
-from .test_promote import Project
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+# one project for the module, talking to the session's server: its runs are told apart from
+# other modules' by their cluster's tag
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
+    pytest.mark.prefect_server,
+    projects(ProjectKind("promoteserver", Project, server=True)),
+]  # fmt: skip
 
 WAIT_S = 900
 TIMEOUT_S = 3
 PREFECT_EXPIRED = "and never resumed."  # "The flow was failed and never resumed."
-PAUSED = {"flow_runs": {"state": {"type": {"any_": ["PAUSED"]}}}}
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, prefect_api: Server) -> Iterator[Project]:
-    """The module's project; sparkgate talks to the module's server; nothing left running."""
-    made = Project(tmp_path_factory.mktemp("promote-server"), cluster="promoteserver")
-    made.env = {
-        **prefect_api.env, "SPARKGATE_ROOT": str(made.root),
-        "SPARKGATE_STATE_DIR": str(ROOT / ".sparkgate"),  # the shared build cache
-        "COLUMNS": "300",  # one-line messages stay on one line
-    }  # fmt: skip
-    yield made
-    made.run("cluster", "stop", "-c", str(made.cluster))
+PAUSED = {
+    "flow_runs": {
+        "state": {"type": {"any_": ["PAUSED"]}},
+        "tags": {"all_": ["cluster:promoteserver"]},  # this module's, on the shared server
+    }
+}
 
 
 def _paused_run(server: Server, waiting: subprocess.Popen[str]) -> dict[str, Any]:

@@ -19,19 +19,14 @@ import pytest
 
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
+from tests.support.project import Project, ProjectKind, projects
 from tests.support.waiting import wait_until
 
-from .project import Project
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Project:
-    """A private project: trimmed r1, and r2 against it on a short benchmark suite."""
-    made = Project(tmp_path, "qualtest")
-    made.release("r1", "releases/r1.yaml")
-    return made
+# the module's project: trimmed r1, and r2 against it on a short suite
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500),
+    projects(ProjectKind("qualtest")),
+]  # fmt: skip
 
 
 def _qualify_r2(project: Project) -> subprocess.Popen[str]:
@@ -47,10 +42,8 @@ def _wait_for(path: Path, process: subprocess.Popen[str], timeout_s: float) -> N
     wait_until(written, timeout_s, f"{path} to be written")
 
 
-def test_a_qualification_killed_in_the_benchmark_resumes_there(
-    project: Project, tmp_path: Path
-) -> None:
-    record = tmp_path / "experiments" / f"{time.strftime('%Y-%m-%d')}-r2"
+def test_a_qualification_killed_in_the_benchmark_resumes_there(project: Project) -> None:
+    record = project.root / "experiments" / f"{time.strftime('%Y-%m-%d')}-r2"
     first_arm = record / "benchmark" / "arms" / "1-candidate" / "arm.json"
     first = _qualify_r2(project)
     _wait_for(first_arm, first, 900)
@@ -81,7 +74,9 @@ def test_a_qualification_killed_in_the_benchmark_resumes_there(
     assert published.stages["determinism"].outcome == "passed"
     assert published.stages["cold_boots"].outcome == "passed"
     assert verify(record) == []
-    ranks = subprocess.run(["pgrep", "-f", str(tmp_path / "n0")], check=False, capture_output=True)
+    ranks = subprocess.run(
+        ["pgrep", "-f", str(project.root / "n0")], check=False, capture_output=True
+    )
     assert ranks.stdout == b"", "a rank is still running"
     summary = json.loads((record / "record.json").read_text())
     assert summary["verdict"] == published.verdict

@@ -1,6 +1,6 @@
 """The scheduled deployment on a real local Prefect server with a process worker.
 
-One server (fresh SQLite in a private PREFECT_HOME, analytics off) serves the module. The test
+The session's server (fresh SQLite in a private PREFECT_HOME, analytics off) serves it. The test
 creates the process pool, deploys both deployments of the shipped prefect.yaml with `prefect
 deploy --all`, starts a worker, triggers a run of a trimmed r1 (only a small determinism gate) on
 a private two-node cluster, and waits for it to complete with its published record. It also
@@ -21,21 +21,23 @@ import pytest
 
 from flows.record import read_record, verify
 from tests.support.overlays import SMALLEST_GATES, cluster_overlay, release_overlay
+from tests.support.paths import ROOT
+from tests.support.prefect_server import PREFECT, Server, spawn, stop
 from tests.support.waiting import wait_until
 
-from .conftest import ROOT
-from .prefect_server import PREFECT, Server, spawn, stop
-
-# a fresh server, deploy and a qualification run: minutes on a loaded two-core machine
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+# deploy and a qualification run on the session's server: minutes on a loaded two-core machine
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
+    pytest.mark.timeout(1800),
+]  # fmt: skip
 
 POOL = "sparkgate"  # the pool prefect.yaml names
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server(prefect_api: Server) -> Server:
-    """The module's server (the shared fixture, under this module's old name)."""
+    """The session's server, under this module's name for it (runs told apart by cluster)."""
     return prefect_api
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.overlays import write_yaml
-
-from .project import SHORT_SUITE, Project
+from tests.support.project import SHORT_SUITE, Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -34,14 +34,15 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
-from tests.support.net import free_port
+from tests.support.prefect_server import Server
+from tests.support.project import Project
 from tests.support.waiting import wait_until
 
-from .prefect_server import Server, prefect_server
-from .project import Project
-
 # a server with its UI, a qualification with a benchmark and a browser: minutes on two cores
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
+    pytest.mark.timeout(2400),
+]  # fmt: skip
 
 CHROMIUM = ("/usr/bin/chromium", "chromium")
 CHROMEDRIVER = ("/usr/bin/chromedriver", "chromedriver")
@@ -58,7 +59,12 @@ return Array.from(box.querySelectorAll('img')).map(
                src: (img.getAttribute('src') || '').slice(0, 40)}));
 """
 SHOW_PLOTS = "document.querySelector(arguments[0] + ' img').scrollIntoView({block: 'start'});"
-PAUSED = {"flow_runs": {"state": {"type": {"any_": ["PAUSED"]}}}}
+PAUSED = {
+    "flow_runs": {
+        "state": {"type": {"any_": ["PAUSED"]}},
+        "tags": {"all_": [f"cluster:{CLUSTER}"]},  # this module's, on the shared server
+    }
+}
 MENU = '[role="menuitem"]'
 DIALOG = "const d = document.querySelector('[role=\"dialog\"]'); return d ? d.innerText : '';"
 HEADERS = "return Array.from(document.querySelectorAll(arguments[0])).map((c) => c.textContent);"
@@ -93,12 +99,9 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    """`prefect server start` with its UI, on a free port and a fresh database."""
-    folder = tmp_path / "prefect-server"
-    folder.mkdir()
-    with prefect_server(folder, free_port(), ui=True) as started:
-        yield started
+def server(prefect_api: Server) -> Server:
+    """The session's `prefect server start`, which serves its UI (runs told apart by cluster)."""
+    return prefect_api
 
 
 class Pages:

@@ -15,8 +15,8 @@ import pytest
 
 from flows.cluster.transport import SshTransport
 from flows.errors import HostKeyError
+from tests.support.lab import Lab
 
-from .conftest import Lab
 from .tcp_relay import Relay
 
 pytestmark = pytest.mark.lab

@@ -21,8 +21,8 @@ from flows.errors import BootError
 from flows.spec.launch import LaunchPlan, render_all
 from flows.spec.load import load_model
 from flows.spec.release import Release
-
-from .conftest import ROOT, Lab
+from tests.support.lab import Lab
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.integration]
 

@@ -14,8 +14,8 @@ import pytest
 from flows.cluster.lab.hosts import LabPlan, lab_down, lab_up
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-
-from .conftest import ENGINE_FILE, ROOT, lab_unavailable
+from tests.support.lab import lab_unavailable
+from tests.support.paths import ENGINE_FILE, ROOT
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow]
 

@@ -32,10 +32,9 @@ from flows.gates.release_tests.runner import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
+from tests.support.lab import docker_lab as docker_lab_up
 from tests.support.overlays import release_overlay
-
-from .conftest import ROOT
-from .conftest import docker_lab as docker_lab_up
+from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow]
 
@@ -212,8 +211,9 @@ def test_the_release_tests_gate_runs_pytest_inside_the_release_image(
     assert {"junit.xml", "pytest.txt", "selection.json"} <= set(result.files)
     assert "test_accented_latin_text_round_trips" in (out / "pytest.txt").read_text()
     assert any("in the release image" in line for line in said)
-    head = cluster.head.workdir
+    head = cluster.head.state_folder  # sparkgate's own folder, outside the workdir
     assert list((Path(head) / "release-tests").iterdir()) == []
+    assert not (Path(cluster.head.workdir) / "release-tests").exists()
     assert containers(cluster) == [[], [], []]
 
 
@@ -246,5 +246,5 @@ def test_the_docker_runtime_builds_installs_and_runs_release_tests_in_its_image(
     assert "test_overlay_fails" in run.junit_xml
     assert run.files == ["pytest.txt", "junit.xml"]
     assert any("in the release image" in line for line in said)
-    assert list((Path(cluster.head.workdir) / "release-tests").iterdir()) == []
+    assert list((Path(cluster.head.state_folder) / "release-tests").iterdir()) == []
     assert containers(cluster) == [[], [], []]

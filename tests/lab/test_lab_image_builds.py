@@ -29,18 +29,17 @@ import docker
 import pytest
 import yaml
 
-from flows.cluster.build.docker_release import build_for
 from flows.cluster.build.dockerfile import probe_builder
+from flows.cluster.build.release_image import build_for
 from flows.cluster.lab.hosts import LabPlan, LabState
-from flows.lines import silent
 from flows.record import read_record, verify
 from flows.record.reader import latest_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release
+from tests.support.lab import docker_lab as docker_lab_up
+from tests.support.paths import ROOT
 
-from .conftest import ROOT
-from .conftest import docker_lab as docker_lab_up
 from .test_lab_docker_boot import DOCKER_CACHE
 
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -115,7 +114,7 @@ def _prebuilt(cluster: Cluster, state: Path) -> str:
             return str(head.images.get(PREBUILT).id)
         except docker.errors.ImageNotFound:
             shipped = load_model(ROOT / "releases" / "r1.yaml", Release)
-            built = build_for(cluster, shipped, state, silent)
+            built = build_for(cluster, shipped, state)
             head.images.get(built.built.tag).tag(PREBUILT)
             return str(head.images.get(PREBUILT).id)
     finally:

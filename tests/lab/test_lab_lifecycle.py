@@ -13,8 +13,8 @@ from flows.cluster.lab.hosts import LabPlan, LabState, lab_down, lab_up, read_st
 from flows.errors import ClusterError
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-
-from .conftest import ENGINE_FILE, lab_unavailable
+from tests.support.lab import lab_unavailable
+from tests.support.paths import ENGINE_FILE
 
 pytestmark = pytest.mark.lab
 

@@ -12,8 +12,7 @@ from flows.cluster.lab.hosts import LabHost, LabPlan, LabState, cluster_yaml_tex
 from flows.errors import ClusterError
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
-
-from .conftest import ENGINE_FILE
+from tests.support.paths import ENGINE_FILE
 
 
 def test_plan_names_fit_interface_limits() -> None:

@@ -13,8 +13,7 @@ import pytest
 
 from flows.cluster.ops.lock import ClusterLock, LockSettings, read_lock
 from flows.errors import LockLostError
-
-from .conftest import Lab
+from tests.support.lab import Lab
 
 pytestmark = pytest.mark.lab
 

@@ -31,17 +31,19 @@ import pytest
 
 from flows.record import read_record
 from flows.record.model import Record
-from tests.integration.prefect_server import PREFECT, Server, prefect_server, spawn, stop
+from tests.support.lab import Lab
 from tests.support.net import free_port
 from tests.support.overlays import SMALLEST_GATES, cluster_overlay, overlay, release_overlay
+from tests.support.paths import ROOT
 from tests.support.postgres import Postgres, postgres_unavailable, private_postgres
+from tests.support.prefect_server import PREFECT, Server, prefect_server, spawn, stop
 from tests.support.waiting import wait_until
 
-from .conftest import ROOT, Lab
-
 # a PostgreSQL cluster, a server, three qualifications on two clusters: minutes on two cores
+# its own server, not the session's: the point is a server on PostgreSQL
 pytestmark = [
-    pytest.mark.lab, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400),
+    pytest.mark.lab, pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
+    pytest.mark.timeout(2400),
 ]  # fmt: skip
 
 POOL = "sparkgate"

@@ -18,9 +18,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
+from tests.support.lab import Lab
 from tests.support.waiting import wait_until
-
-from .conftest import Lab
 
 pytestmark = pytest.mark.lab
 

@@ -8,8 +8,7 @@ from flows.cluster.ops.lock import ClusterLock, lock_settings, read_lock
 from flows.cluster.ops.preflight import run_preflight
 from flows.cluster.transport.factory import TransportPool, transport_for
 from flows.errors import LockHeldError
-
-from .conftest import Lab
+from tests.support.lab import Lab
 
 pytestmark = pytest.mark.lab
 

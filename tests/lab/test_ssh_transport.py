@@ -12,9 +12,8 @@ import pytest
 
 from flows.cluster.transport import SshTransport
 from flows.errors import HostKeyError, TransportError
+from tests.support.lab import Lab
 from tests.support.waiting import wait_until
-
-from .conftest import Lab
 
 pytestmark = pytest.mark.lab
 

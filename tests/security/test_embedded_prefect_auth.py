@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server]
 
 HOLDER = Path(__file__).with_name("embedded_backend.py")
 ROOT = Path(__file__).resolve().parents[2]

@@ -253,7 +253,7 @@ def test_a_spec_found_outside_the_project_is_refused(
 
 
 def test_a_build_context_with_a_symlink_out_is_refused(tmp_path: Path) -> None:
-    from flows.cluster.build.image import context_files  # noqa: PLC0415
+    from flows.cluster.build.source_image import context_files  # noqa: PLC0415
 
     engine = tmp_path / "engine"
     engine.mkdir()
@@ -274,7 +274,7 @@ def test_a_build_context_with_a_symlink_out_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_build_context_with_a_directory_symlink_out_is_refused(tmp_path: Path) -> None:
-    from flows.cluster.build.image import context_files  # noqa: PLC0415
+    from flows.cluster.build.source_image import context_files  # noqa: PLC0415
 
     engine = tmp_path / "engine"
     engine.mkdir()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from flows.record import read_record
-from tests.integration.conftest import ROOT
-from tests.integration.project import TRIMMED_GATES, Project
 from tests.support.overlays import overlay
+from tests.support.paths import ROOT
+from tests.support.project import TRIMMED_GATES, Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 LITERAL = "hf_secret_value_of_a_qualify_test"

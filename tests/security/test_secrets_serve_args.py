@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from flows.record import read_record
-from tests.integration.project import TRIMMED_GATES, Project
 from tests.support.overlays import overlay
+from tests.support.project import TRIMMED_GATES, Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 KEY = "sk-serve-args-key-of-a-qualify-test"

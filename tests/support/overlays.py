@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from .net import free_port
+from .paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 # The smallest qualification that still publishes a verifiable record: one short determinism
 # gate, every other gate off (for tests of scheduling and scale-out, not of the gates).
 SMALLEST_GATES: dict[str, Any] = {

@@ -233,7 +233,7 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     "PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1": (
         Elsewhere(
             NIGHTLY,
-            "a private PREFECT_HOME with analytics off (tests/integration/prefect_server.py)",
+            "a private PREFECT_HOME with analytics off (tests/support/prefect_server.py)",
         )
     ),
     "prefect server start --host 127.0.0.1 --port 4200": Elsewhere(

@@ -82,10 +82,16 @@ def parse_target(spec: str, plans: Sequence[LaunchPlan]) -> list[CacheTarget]:
     ]
 
 
+def emptying_script(paths: Sequence[str]) -> list[str]:
+    """One command that removes and re-creates each folder (run as the caches' owner)."""
+    loop = 'for p in "$@"; do rm -rf -- "$p" && mkdir -p -- "$p" || exit 1; done'
+    return ["sh", "-c", loop, "empty-caches", *paths]
+
+
 def empty_caches(transports: Mapping[str, Transport], targets: Sequence[CacheTarget]) -> None:
     """Remove and re-create each target folder on its node."""
     for target in targets:
-        _check_path(target)
+        check_path(target)
         transport = transports[target.node]
         transport.run(["rm", "-rf", "--", target.path], check=True, timeout=300)
         transport.run(["mkdir", "-p", "--", target.path], check=True)
@@ -119,7 +125,7 @@ def _kernel_target(plan: LaunchPlan) -> CacheTarget:
     return CacheTarget(node=plan.node, rank=plan.rank, kind=kind, path=plan.cache_dirs[kind])
 
 
-def _check_path(target: CacheTarget) -> None:
+def check_path(target: CacheTarget) -> None:
     """Refuse to `rm -rf` anything that cannot be a cache folder."""
     path = target.path.rstrip("/")
     if not path.startswith("/") or path.count("/") < 2 or ".." in path.split("/"):

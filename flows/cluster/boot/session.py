@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,7 +28,7 @@ from flows.cluster.boot.caches import CacheTarget
 from flows.cluster.boot.evidence import capture, evidence_folder
 from flows.cluster.boot.timeline import BootTimeline
 from flows.cluster.boot.watch import EventSink, boot, stop_all
-from flows.cluster.runtime.base import RankHandle, RankStatus, Runtime
+from flows.cluster.runtime.base import RankHandle, RankStatus, Runtime, RuntimeKind
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
@@ -54,7 +54,7 @@ class ClusterSession(BaseModel):
 
     cluster: str
     release: str
-    runtime: Literal["process", "docker"]
+    runtime: RuntimeKind
     build: str = Field(description="Digest of the build (docker: image ID) every node runs.")
     image: str | None = Field(default=None, description="Release image tag (docker runtime).")
     started_at: datetime
@@ -94,7 +94,7 @@ class StartingSession(BaseModel):
 
     cluster: str
     release: str
-    runtime: Literal["process", "docker"]
+    runtime: RuntimeKind
     started_at: datetime
     handles: list[RankHandle]
 
@@ -187,14 +187,23 @@ def ensure_models(
     runtime: Runtime | None = None,
 ) -> None:
     """Run the profile's model preparation on each node that has no model directory yet
-    (by the runtime: on the node, or in a one-shot container of the release image)."""
+    (by the runtime: on the node, or in a one-shot container of the release image).
+
+    The model is looked for on the node's disk: for a container that is the host side of its
+    mount (the recipe's `/models` is the node's HF cache snapshot of the pinned revision), not
+    the container path, which need not exist on the host.
+    """
     runtime = runtime or ProcessRuntime(transports)
     for plan in plans:
-        if transports[plan.node].run(["test", "-e", plan.model_dir], timeout=30).ok:
+        on_node = runtime.model_on_node(plan)
+        if transports[plan.node].run(["test", "-e", on_node], timeout=30).ok:
             continue
+        where = on_node if on_node == plan.model_dir else f"{on_node} (mounted at {plan.model_dir})"
         if not plan.model_prepare:
-            raise BuildError(f"{plan.node}: no model at {plan.model_dir} and no model_prepare")
-        say(f"{plan.node}: preparing the model at {plan.model_dir}")
+            raise BuildError(
+                f"node {plan.node}: no model at {where} and no model_prepare to make it"
+            )
+        say(f"{plan.node}: preparing the model at {where}")
         runtime.prepare_model(plan, MODEL_TIMEOUT_S)
 
 

@@ -5,12 +5,13 @@ release's build arguments:
 
 - `wheel.ProcessBuild` (process runtime): an engine wheel plus its hashed wheelhouse, installed
   into a virtual environment on every node (`wheel.py`; shared inputs in `wheelhouse.py`).
-- `release_image.ImageBuild` (docker runtime): a release image built on the head's daemon
-  (`base_image.py`, `image.py`) and streamed to every other daemon (`distribute.py`,
-  `fanout.py`); `docker_release.py` wires those for a cluster and a release.
+- `release_image.ImageBuild` (docker runtime): a release image built from the engine's source
+  on the head's daemon (`base_image.py`, `source_image.py`) and streamed to every other daemon
+  (`distribute.py`, `fanout.py`); `release_image.py` is the one build-and-distribute path.
 
 Images sparkgate does not make from the engine's source are adopted by their image ID
-(`made_image.py`: a prebuilt tag, or the operator's build command), or built from the release's
+(`adopted_image.py`: a prebuilt tag, or the operator's build command, not run again for the
+same inputs on the same host), or built from the release's
 own Dockerfile with the docker CLI, BuildKit where offered, on a node's or the controller's
 daemon (`dockerfile.py`); all are distributed and verified like the source kind's image.
 

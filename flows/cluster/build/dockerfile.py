@@ -34,8 +34,8 @@ from docker.errors import DockerException
 from requests.exceptions import RequestException
 
 from flows.cluster.build.distribute import inspect_facts
-from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.release_image import ImageBuild, docker_endpoints
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SpecError
 from flows.lines import LineSink

@@ -14,6 +14,8 @@ from typing import Protocol
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from flows.lines import LineSink, silent
+
 _STEP = re.compile(r"^Step (?P<step>\d+)/(?P<total>\d+) : (?P<text>.*)$")
 
 
@@ -146,3 +148,32 @@ class RichImageProgress:
 def _megabytes(sent: int, total: int) -> str:
     """`12.3/635.3 MB` (the image size is an estimate of what `docker save` sends)."""
     return f"{sent / 1e6:.1f}/{total / 1e6:.1f} MB" if total else f"{sent / 1e6:.1f} MB"
+
+
+class LineProgress:
+    """An ImageProgress that reports build steps and transfers as plain lines."""
+
+    def __init__(self, say: LineSink = silent) -> None:
+        self._say = say
+
+    def build_step(self, step: int, total: int, instruction: str) -> None:
+        """One line per Dockerfile step."""
+        self._say(f"image build step {step}/{total}: {instruction[:80]}")
+
+    def build_output(self, line: str) -> None:
+        """Builder output is not repeated (the build error carries its tail)."""
+
+    def build_done(self, ok: bool) -> None:
+        """The build's end."""
+        self._say("image built" if ok else "image build failed")
+
+    def transfer_start(self, node: str, total_bytes: int) -> None:
+        """A transfer begins."""
+        self._say(f"{node}: loading the image (about {total_bytes / 1e6:.0f} MB)")
+
+    def transfer_advance(self, node: str, sent_bytes: int) -> None:
+        """Progress within a transfer is not reported line by line."""
+
+    def transfer_done(self, node: str, ok: bool) -> None:
+        """A transfer's end."""
+        self._say(f"{node}: image {'loaded' if ok else 'transfer failed'}")

@@ -1,9 +1,15 @@
-"""Build a release's engine image once on the build node and put it on every node, verified.
+"""The release image of a docker cluster: built once on the build node, on every node, verified.
 
-This is the whole docker "build and distribute" stage in reading order: base image (debootstrap,
-cached), wheelhouse (pip download on the host, cached), image build on the build node, streamed
-transfer to every other node, same image verified everywhere. Each step lives in its own module;
-this one only wires them, so a Prefect task can call one function and record its result.
+The one build-and-distribute path, in reading order: base image (debootstrap, cached),
+wheelhouse (pip download on the host, cached), the image built from the engine's source on the
+build node (`source_image.py`), streamed to every other node, the same image ID verified
+everywhere. The docker runtime calls `build_for` in the build stage and `distribute_for` in the
+distribute stage (where the process runtime builds a wheel and installs a virtual environment);
+`sparkgate image build` runs both (`build_and_distribute`). The tag is content-addressed
+(`<name>:<source12>-<release>`) and never moved, so a second boot of the same release reuses the
+image on every node; a node that ends up with another image ID stops the boot. Images sparkgate
+does not build from source are `adopted_image.py`'s and `dockerfile.py`'s; they are
+distributed by `distribute_for` too.
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ from pydantic import BaseModel, ConfigDict
 
 from flows.cluster.build.base_image import BaseImageSpec, ensure_base_image, host_mirror
 from flows.cluster.build.distribute import NodeImage, distribute_image
-from flows.cluster.build.image import BuildRequest, BuiltImage, build_image
 from flows.cluster.build.progress import ImageProgress
+from flows.cluster.build.source_image import BuildRequest, BuiltImage, build_image
 from flows.cluster.build.wheelhouse import engine_requirements, ensure_wheelhouse, host_spec
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.factory import docker_ssh
 from flows.errors import BuildError, SpecError
+from flows.lines import LineSink, silent
+from flows.spec.build import CONTROLLER
 from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.launch import placeholder_values
 from flows.spec.release import Release
@@ -133,24 +141,71 @@ def build_on(
     )
 
 
-def build_release_image(
-    build_node: DockerEndpoint,
-    other_nodes: Sequence[DockerEndpoint],
-    release: str,
-    engine_dir: Path,
-    cache_dir: Path,
-    *,
-    dockerfile: Path | None = None,
-    build_args: dict[str, str] | None = None,
+def build_for(
+    cluster: Cluster, release: Release, state: Path, progress: ImageProgress | None = None
+) -> ImageBuild:
+    """Build (or reuse) the release's image on the head's daemon."""
+    head = docker_endpoints(cluster, release)[0]
+    source = release.build.engine_tree
+    return build_on(
+        head,
+        release.name,
+        source,
+        state / "cache" / "docker",
+        dockerfile=source / release.build.dockerfile,
+        build_args={name: str(value) for name, value in release.build.args.items()},
+        progress=progress,
+    )
+
+
+def distribute_for(
+    cluster: Cluster,
+    release: Release,
+    build: ImageBuild,
     progress: ImageProgress | None = None,
+    say: LineSink = silent,
+) -> list[NodeImage]:
+    """Load the built image on every other node and verify one image ID everywhere.
+
+    An image built on the controller's daemon is sent to every node; the controller's copy is
+    the reference and not counted as a node.
+    """
+    endpoints = docker_endpoints(cluster, release)
+    if build.built_on == CONTROLLER and isinstance(cluster.runtime, DockerRuntime):
+        source = DockerEndpoint(node=CONTROLLER, base_url=cluster.runtime.builds.controller_daemon)
+    else:
+        source = next((e for e in endpoints if e.node == build.built_on), endpoints[0])
+    others = [endpoint for endpoint in endpoints if endpoint is not source]
+    nodes = distribute_built(source, others, build, progress)
+    say(f"image {build.built.tag} {build.verb}, same ID on {len(nodes)} nodes")
+    return nodes
+
+
+def distribute_built(
+    source: DockerEndpoint,
+    others: Sequence[DockerEndpoint],
+    build: ImageBuild,
+    progress: ImageProgress | None = None,
+) -> list[NodeImage]:
+    """Stream the image from `source` to `others`; every node's copy (a controller source not
+    counted), BuildError when one holds another image ID."""
+    copies = distribute_image(source, others, build.built.tag, progress)
+    nodes = copies[1:] if source.node == CONTROLLER else copies  # verified in [source, *others]
+    wrong = [n.facts.node for n in nodes if n.facts.image_id != build.built.image_id]
+    if wrong:
+        raise BuildError(
+            f"{build.built.tag}: image ID differs from {build.built.image_id} on {', '.join(wrong)}"
+        )
+    return nodes
+
+
+def build_and_distribute(
+    cluster: Cluster, release: Release, state: Path, progress: ImageProgress | None = None
 ) -> ReleaseImage:
-    """Build on build_node, distribute and verify; BuildError on any failure."""
-    build = build_on(
-        build_node, release, engine_dir, cache_dir,
-        dockerfile=dockerfile, build_args=build_args, progress=progress,
-    )  # fmt: skip
+    """Both stages at once (`sparkgate image build`): the image and every node's copy."""
+    build = build_for(cluster, release, state, progress)
     started = time.monotonic()
-    nodes = distribute_image(build_node, other_nodes, build.built.tag, progress)
+    nodes = distribute_for(cluster, release, build, progress)
     return ReleaseImage(
         built=build.built,
         base_image=build.base_image,

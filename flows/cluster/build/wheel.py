@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
-from flows.cluster.build.image import context_files, source_digest
+from flows.cluster.build.source_image import context_files, source_digest
 from flows.cluster.build.wheelhouse import (
     LOCK_NAME,
     engine_requirements,

@@ -109,10 +109,10 @@ _CURRENT: ContextVar[ClusterLock | None] = ContextVar("sparkgate_cluster_lock", 
 
 
 def lock_settings(cluster: Cluster) -> LockSettings:
-    """The lock of a cluster: `sparkgate.lock` in the head's workdir, heartbeats well inside
-    the staleness limit."""
+    """The lock of a cluster: `sparkgate.lock` in the head's state folder (outside its workdir,
+    which may be the operator's checkout), heartbeats well inside the staleness limit."""
     stale = cluster.lock.stale_after_s
-    path = str(PurePosixPath(cluster.head.workdir) / LOCK_FILE)
+    path = str(PurePosixPath(cluster.head.state_folder) / LOCK_FILE)
     return LockSettings(path=path, stale_after_s=stale, heartbeat_s=min(30.0, stale / 4))
 
 

@@ -1,4 +1,5 @@
-"""Runtimes: how a release runs on a node (process groups or containers).
+"""Runtimes: how a release runs on a node (process groups, containers sparkgate creates, or
+containers the operator's own launcher creates: `operator.py`).
 
 The only code that knows the runtime kind. `factory.runtime_for` picks one from the cluster
 file; `base.Runtime` is what every caller uses: build, install on every node, prepare the model,

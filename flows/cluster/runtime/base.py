@@ -27,6 +27,9 @@ from flows.spec.cluster import Node
 from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
 
+RuntimeKind = Literal["process", "docker", "operator"]
+"""Which runtime runs the ranks (the cluster file's `runtime.kind`)."""
+
 Build = ProcessBuild | ImageBuild
 """A build kind: a wheel and its wheelhouse (process) or a release image (docker)."""
 
@@ -36,7 +39,7 @@ class RankHandle(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    runtime: Literal["process", "docker"]
+    runtime: RuntimeKind
     node: str
     rank: int
     head: bool
@@ -51,9 +54,7 @@ class RankHandle(BaseModel):
     image: str | None = Field(default=None, description="Image tag the rank runs (docker).")
 
     @classmethod
-    def started(
-        cls, kind: Literal["process", "docker"], plan: LaunchPlan, at: datetime, **where: Any
-    ) -> RankHandle:
+    def started(cls, kind: RuntimeKind, plan: LaunchPlan, at: datetime, **where: Any) -> RankHandle:
         """The handle of the rank `plan` started at `at`; `where` says how to find it."""
         return cls(
             runtime=kind, node=plan.node, rank=plan.rank, head=plan.head, started_at=at,
@@ -99,7 +100,7 @@ class Installed(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    runtime: Literal["process", "docker"]
+    runtime: RuntimeKind
     release: str
     digest: str = Field(description="The build digest (process) or image ID (docker).")
     image: str | None = Field(default=None, description="Release image tag (docker runtime).")
@@ -148,7 +149,7 @@ class Runtime(Protocol):
     """Build, install, start, watch, read and stop ranks on the nodes of one cluster."""
 
     @property
-    def kind(self) -> Literal["process", "docker"]:
+    def kind(self) -> RuntimeKind:
         """Which runtime this is."""
         ...
 
@@ -184,6 +185,10 @@ class Runtime(Protocol):
         self, build: Build, say: LineSink, *, nodes: Sequence[str] | None = None
     ) -> Installed:
         """Put the build on every node (or on `nodes`) and verify they hold the same one."""
+        ...
+
+    def model_on_node(self, plan: LaunchPlan) -> str:
+        """Where the rank's model directory is on its node's own disk (what to test for)."""
         ...
 
     def prepare_model(self, plan: LaunchPlan, timeout: float) -> None:

@@ -55,6 +55,9 @@ class RankContainer(BaseModel):
     stop_signal: str = "SIGTERM"
     release: str = ""
     options: Mapping[str, Any] = {}
+    image_entrypoint: tuple[str, ...] | None = None
+    """Set: run the image's own entrypoint (these words, which argv starts with) and mount as
+    binds, as `docker run IMAGE ARGS --volume S:T:M` does; None: argv[0] is the entrypoint."""
 
 
 class ContainerState(BaseModel):
@@ -83,11 +86,18 @@ def plan_container(
     release: str = "",
     extra_mounts: tuple[BindMount, ...] = (),
     options: Mapping[str, Any] | None = None,
+    image_entrypoint: tuple[str, ...] | None = None,
 ) -> RankContainer:
     """The container for a rendered launch plan: workdir and cache folders mounted at the same
-    paths as on the node, so argv and env written for the node work unchanged inside."""
+    paths as on the node, so argv and env written for the node work unchanged inside.
+
+    With `image_entrypoint` (the operator's `docker run` parity) only `extra_mounts` are
+    mounted and no working directory is set: the recipe's `doctor --live` reports any other
+    bind as an "extra mount" (bin/spark `mount_problems`).
+    """
     folders = dict.fromkeys([plan.workdir, *plan.cache_dirs.values()])
-    mounts = tuple(BindMount(source=path, target=path) for path in folders)
+    own = tuple(BindMount(source=path, target=path) for path in folders)
+    mounts = own if image_entrypoint is None else ()
     return RankContainer(
         cluster=cluster,
         node=plan.node,
@@ -96,11 +106,12 @@ def plan_container(
         name=name,
         argv=tuple(plan.argv),
         env=plan.env,
-        cwd=plan.cwd,
+        cwd=plan.cwd if image_entrypoint is None else None,
         mounts=mounts + extra_mounts,
         stop_signal=plan.stop_signal,
         release=release,
         options=dict(options or {}),
+        image_entrypoint=image_entrypoint,
     )
 
 
@@ -122,15 +133,11 @@ def create_options(spec: RankContainer) -> dict[str, Any]:
     options: dict[str, Any] = {
         "image": spec.image,
         "name": spec.name,
-        "entrypoint": [spec.argv[0]],
-        "command": list(spec.argv[1:]),
+        **command_options(spec),
         "environment": dict(spec.env),
         "labels": container_labels(spec),
         "network_mode": "host",
-        "mounts": [
-            Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
-            for m in spec.mounts
-        ],
+        **mount_options(spec),
         "stop_signal": spec.stop_signal,
         "detach": True,
     }
@@ -138,7 +145,92 @@ def create_options(spec: RankContainer) -> dict[str, Any]:
         options["working_dir"] = spec.cwd
     if spec.user is not None:
         options["user"] = spec.user
-    return {**spec.options, **options}
+    return merged_options(spec.options, options)
+
+
+def command_options(spec: RankContainer) -> dict[str, Any]:
+    """Entrypoint and command: argv split at its first word, or the image's entrypoint kept
+    and the rest of argv its command (Config.Cmd, which the recipe's doctor compares with
+    its serve arguments: bin/spark `expected_command`)."""
+    if spec.image_entrypoint is None:
+        return {"entrypoint": [spec.argv[0]], "command": list(spec.argv[1:])}
+    words = len(spec.image_entrypoint)
+    if tuple(spec.argv[:words]) != spec.image_entrypoint:
+        raise ClusterError(
+            f"node {spec.node} rank {spec.rank}: argv starts {list(spec.argv[:words])}, not the "
+            f"image's entrypoint {list(spec.image_entrypoint)} (runtime.image_entrypoint)"
+        )
+    return {"command": list(spec.argv[words:])}
+
+
+def mount_options(spec: RankContainer) -> dict[str, Any]:
+    """Mounts as the SDK's Mount objects (HostConfig.Mounts), or, with the image's entrypoint,
+    as `--volume SRC:DST:MODE` binds (HostConfig.Binds, which the recipe's doctor compares)."""
+    if spec.image_entrypoint is None:
+        return {
+            "mounts": [
+                Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+                for m in spec.mounts
+            ]
+        }
+    return {"volumes": [bind_text(m) for m in spec.mounts]}
+
+
+def bind_text(mount: BindMount) -> str:
+    """`SRC:DST:MODE`, as `docker run --volume` takes it and inspect's Binds keeps it."""
+    return f"{mount.source}:{mount.target}:{'ro' if mount.read_only else 'rw'}"
+
+
+LIST_OPTIONS = (
+    "mounts", "devices", "device_requests", "device_cgroup_rules", "cap_add", "security_opt",
+    "ulimits", "volumes",
+)  # fmt: skip
+"""Options that add up: the run arguments' entries and the runtime's own are all kept."""
+
+
+def merged_options(run_args: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """The runtime's own options over the run arguments', list options concatenated.
+
+    A plain dict merge would let the runtime's `mounts` (cluster mounts, cache folders) replace
+    the `--mount` entries of the run arguments: the recipe's display device
+    (`/dev/dri/by-path/...-card -> /dev/dri/card0`, bin/spark `drm_card_problems`) would be
+    dropped and a worker with `SPARK3_DISPLAY_CARVEOUT_WEIGHTS=1` refuses to start without it.
+    """
+    merged = {**run_args, **own}
+    for key in LIST_OPTIONS:
+        if key in run_args and key in own:
+            merged[key] = [*run_args[key], *own[key]]
+    return merged
+
+
+def container_view(options: Mapping[str, Any]) -> dict[str, Any]:
+    """What a container gets, from its final create options, for people to review: every mount
+    (run-argument `--mount`s, the cluster's mounts and the runtime's folders, whether docker
+    keeps them as Mounts or Binds), every device, the environment and the command."""
+    mounts = [
+        f"{m.get('Source')} -> {m['Target']} ({'ro' if m.get('ReadOnly') else 'rw'}, {m['Type']})"
+        for m in options.get("mounts", [])
+    ]
+    for bind in options.get("volumes", []):
+        source, target, mode = str(bind).split(":")
+        mounts.append(f"{source} -> {target} ({mode}, bind)")
+    gpus = [
+        "gpus: all" if request.get("Count") == -1 else f"gpus: {request.get('Count')}"
+        for request in options.get("device_requests", [])
+    ]
+    shown = {"image", "name", "entrypoint", "command", "mounts", "volumes", "environment"}
+    shown |= {"devices", "device_requests", "device_cgroup_rules", "labels", "detach"}
+    return {
+        "image": options.get("image"),
+        "name": options.get("name"),
+        "entrypoint": options.get("entrypoint", "the image's own"),
+        "command": list(options.get("command", [])),
+        "mounts": mounts,
+        "devices": [*options.get("devices", []), *gpus],
+        "device_cgroup_rules": list(options.get("device_cgroup_rules", [])),
+        "environment": dict(sorted(dict(options.get("environment", {})).items())),
+        "options": {key: value for key, value in options.items() if key not in shown},
+    }
 
 
 def container_state(inspect: Mapping[str, Any]) -> ContainerState:
@@ -159,14 +251,10 @@ def container_state(inspect: Mapping[str, Any]) -> ContainerState:
 
 
 def run_rank(client: docker.DockerClient, spec: RankContainer) -> ContainerState:
-    """Create and start the rank's container; a stopped leftover of the same name is replaced."""
+    """Create and start the rank's container; a stopped leftover of sparkgate's is replaced."""
     leftover = inspect_rank(client, spec.name)
     if leftover is not None:
-        if leftover.running:
-            raise BootError(
-                f"node {spec.node} rank {spec.rank}: container {spec.name} is already running "
-                "(stop the cluster first)"
-            )
+        refuse_leftover(spec, leftover)
         remove_rank(client, spec.name)
     try:
         container = client.containers.create(**create_options(spec))
@@ -182,6 +270,25 @@ def run_rank(client: docker.DockerClient, spec: RankContainer) -> ContainerState
     if state is None:
         raise BootError(f"node {spec.node} rank {spec.rank}: container {spec.name} vanished")
     return state
+
+
+def refuse_leftover(spec: RankContainer, leftover: ContainerState) -> None:
+    """BootError unless the container of the rank's name is a stopped one sparkgate made.
+
+    Production and qualification share container names (the recipe names its container in its
+    cluster file, e.g. `dsv41-karmic-kraken`, and `cluster start --replace` keeps the previous
+    one stopped under another name to roll back to): a stopped container without sparkgate's
+    label is the operator's, and removing it would destroy their rollback.
+    """
+    where = f"node {spec.node} rank {spec.rank}: container {spec.name}"
+    if leftover.labels.get(LABEL) != "rank":
+        raise BootError(
+            f"{where} exists and was not created by sparkgate (no {LABEL} label): it is the "
+            "operator's (a production container?); stop it with the operator's own command, "
+            "or rename or remove it yourself, then start again"
+        )
+    if leftover.running:
+        raise BootError(f"{where} is already running (stop the cluster first)")
 
 
 def inspect_rank(client: docker.DockerClient, name: str) -> ContainerState | None:
@@ -211,10 +318,11 @@ def run_once(client: docker.DockerClient, spec: RankContainer, timeout: float) -
     """Run a one-shot container to its end (model preparation, tests); exit code and output
     (without timestamps).
 
-    The container is removed afterwards whatever happened, so a name is never left taken.
+    The container is removed afterwards whatever happened, so a name is never left taken; a
+    container of the name that is not sparkgate's is refused before anything is removed.
     """
+    run_rank(client, spec)
     try:
-        run_rank(client, spec)
         code = wait_rank(client, spec.name, timeout)
         output = client.api.logs(spec.name, stdout=True, stderr=True, timestamps=False)
         return code, bytes(output).decode(errors="replace")

@@ -1,7 +1,7 @@
 """The docker runtime: ranks as containers of the release image, one per node's daemon.
 
 A build is the release image, made once on the head's daemon and loaded on every other node
-(`flows.cluster.build.docker_release`); the model is prepared and the release tests run in
+(`flows.cluster.build.release_image`); the model is prepared and the release tests run in
 one-shot containers of that image.
 
 This adapts the container functions of `flows.cluster.runtime.containers` to the `Runtime` protocol
@@ -15,23 +15,31 @@ A handle names the daemon and the container ID, so another process finds the ver
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import urllib.request
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any
 
 import docker
 from docker.errors import DockerException
-from docker.types import DeviceRequest, Mount, Ulimit
 from requests.exceptions import RequestException
 
-from flows.cluster.boot.caches import CacheTarget, empty_caches
-from flows.cluster.build.docker_release import build_for, distribute_for
+from flows.cluster.boot.caches import CacheTarget, check_path, emptying_script
+from flows.cluster.build.adopted_image import image_for
 from flows.cluster.build.dockerfile import dockerfile_image
-from flows.cluster.build.made_image import made_image
-from flows.cluster.build.release_image import ImageBuild
-from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
+from flows.cluster.build.progress import LineProgress
+from flows.cluster.build.release_image import ImageBuild, build_for, distribute_for
+from flows.cluster.runtime.base import (
+    Build,
+    Installed,
+    NodeInstall,
+    RankHandle,
+    RankStatus,
+    RuntimeKind,
+)
 from flows.cluster.runtime.containers import (
     BindMount,
     RankContainer,
@@ -44,10 +52,12 @@ from flows.cluster.runtime.containers import (
     stop_rank,
 )
 from flows.cluster.runtime.docker_tests import ImageTestHost
+from flows.cluster.runtime.memory_guard import RankGuard, mem_available_kib, shortfall
+from flows.cluster.runtime.run_args import run_arg_options
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.factory import docker_ssh
-from flows.errors import BuildError, ClusterError, TransportError
+from flows.errors import BootError, BuildError, ClusterError, TransportError
 from flows.lines import LineSink
 from flows.secrets import resolve_env
 from flows.spec.cluster import Cluster, DockerRuntime, Node, SshTransport
@@ -90,9 +100,11 @@ def node_daemons(cluster: Cluster) -> dict[str, DockerEndpoint]:
 def rank_container(
     cluster: Cluster, release: Release, node: Node, plan: LaunchPlan, image: str
 ) -> RankContainer:
-    """The container of one rank: plan folders plus the cluster's mounts and run_args."""
+    """The container of one rank: plan folders plus the cluster's mounts and run_args (or, with
+    `create_as: docker-run`, exactly what the operator's `docker run` would create)."""
     runtime = docker_spec(cluster)
     values = placeholder_values(cluster, release, node)
+    parity = runtime.create_as == "docker-run"
     return plan_container(
         plan,
         cluster=cluster.name,
@@ -101,6 +113,7 @@ def rank_container(
         release=release.name,
         extra_mounts=cluster_mounts(cluster, release, node),
         options=run_arg_options(runtime.run_args),
+        image_entrypoint=tuple(runtime.image_entrypoint) if parity else None,
     )
 
 
@@ -117,99 +130,31 @@ def cluster_mounts(cluster: Cluster, release: Release, node: Node) -> tuple[Bind
     )
 
 
+def host_path(mounts: Sequence[BindMount], container_path: str) -> str:
+    """The node's path behind a container path (the deepest mount covering it), else itself."""
+    inside = PurePosixPath(container_path)
+    covering = [m for m in mounts if inside.is_relative_to(m.target)]
+    if not covering:
+        return container_path
+    mount = max(covering, key=lambda m: len(PurePosixPath(m.target).parts))
+    return str(PurePosixPath(mount.source) / inside.relative_to(mount.target))
+
+
 def owned_folders(plan: LaunchPlan) -> list[str]:
     """Folders the container's user must be able to write: caches and the model's parent."""
     model_parent = str(PurePosixPath(plan.model_dir).parent)
     return list(dict.fromkeys([*plan.cache_dirs.values(), model_parent]))
 
 
-def run_arg_options(run_args: Sequence[str]) -> dict[str, Any]:
-    """The SDK's create options for `docker run` style arguments; ClusterError for others.
-
-    Ranks always use host networking, so `--network` may only say `host`.
-    """
-    options: dict[str, Any] = {}
-    for flag, value in _flag_values(run_args):
-        if flag in ("--network", "--net"):
-            if value != "host":
-                raise ClusterError(f"run_args {flag}={value}: ranks use host networking only")
-        elif flag == "--privileged":
-            options["privileged"] = value in ("", "true")
-        elif flag in _SCALARS:
-            options[_SCALARS[flag]] = value
-        elif flag in _LISTS:
-            options.setdefault(_LISTS[flag], []).append(value)
-        elif flag == "--gpus":
-            count = -1 if value == "all" else int(value)
-            options.setdefault("device_requests", []).append(
-                DeviceRequest(count=count, capabilities=[["gpu"]])
-            )
-        elif flag == "--mount":
-            options.setdefault("mounts", []).append(mount_option(value))
-        else:  # --ulimit (_flag_values refused every other flag)
-            name, _, limits = value.partition("=")
-            soft, _, hard = limits.partition(":")
-            options.setdefault("ulimits", []).append(
-                Ulimit(name=name, soft=int(soft), hard=int(hard or soft))
-            )
-    return options
-
-
-def mount_option(value: str) -> Mount:
-    """`--mount type=bind,source=S,target=T[,readonly]` as the SDK's Mount; ClusterError if not."""
-    fields: dict[str, str] = {}
-    for part in value.split(","):
-        key, _, item = part.partition("=")
-        fields[key.strip()] = item.strip()
-    kind = fields.get("type", "volume")
-    source = fields.get("source") or fields.get("src")
-    target = fields.get("target") or fields.get("destination") or fields.get("dst")
-    unknown = set(fields) - _MOUNT_KEYS
-    if kind not in ("bind", "volume", "tmpfs") or not target or unknown:
-        raise ClusterError(
-            f"run_args --mount={value}: want type=bind|volume|tmpfs,source=...,target=..."
-            + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else "")
+def check_entrypoint(spec: RankContainer, image_config: Mapping[str, Any]) -> None:
+    """BootError when the image's ENTRYPOINT is not the one the cluster declares: the command
+    would then run under another program than the operator's `docker run` starts."""
+    found = tuple(image_config.get("Entrypoint") or ())
+    if found != spec.image_entrypoint:
+        raise BootError(
+            f"node {spec.node}: image {spec.image} has entrypoint {list(found)}, but the cluster "
+            f"declares runtime.image_entrypoint {list(spec.image_entrypoint or ())}"
         )
-    read_only = "readonly" in fields or "ro" in fields or fields.get("readonly") == "true"
-    return Mount(target=target, source=source, type=kind, read_only=read_only)
-
-
-_MOUNT_KEYS = {"type", "source", "src", "target", "destination", "dst", "readonly", "ro"}
-_SCALARS = {
-    "--cpuset-cpus": "cpuset_cpus",
-    "--ipc": "ipc_mode",
-    "--pid": "pid_mode",
-    "--shm-size": "shm_size",
-    "--memory": "mem_limit",
-    "--memory-swap": "memswap_limit",
-}
-_LISTS = {
-    "--device": "devices",
-    "--device-cgroup-rule": "device_cgroup_rules",
-    "--cap-add": "cap_add",
-    "--security-opt": "security_opt",
-}
-_VALUELESS = ("--privileged",)
-_KNOWN = {*_SCALARS, *_LISTS, *_VALUELESS, "--gpus", "--ulimit", "--mount", "--network", "--net"}
-
-
-def _flag_values(run_args: Sequence[str]) -> list[tuple[str, str]]:
-    """`--flag=value` and `--flag value` pairs (a valueless flag gets "")."""
-    pairs, items = [], list(run_args)
-    while items:
-        item = items.pop(0)
-        flag, equals, value = item.partition("=")
-        if flag not in _KNOWN:
-            raise ClusterError(
-                f"run_args {flag}: not supported by the docker runtime "
-                f"(supported: {', '.join(sorted(_KNOWN))})"
-            )
-        if not equals and flag not in _VALUELESS:
-            if not items:
-                raise ClusterError(f"run_args {flag}: missing value")
-            value = items.pop(0)
-        pairs.append((flag, value))
-    return pairs
 
 
 def rank_status(document: Mapping[str, Any] | None) -> RankStatus:
@@ -237,7 +182,7 @@ class DockerRanks:
     work from a handle alone, so `cluster stop` needs neither.
     """
 
-    kind: Literal["docker"] = "docker"
+    kind: RuntimeKind = "docker"
 
     def __init__(
         self,
@@ -257,6 +202,8 @@ class DockerRanks:
         self._clients: dict[str, docker.DockerClient] = {}
         self._lock = threading.Lock()
         self._ended: dict[str, RankStatus] = {}
+        self._guards: dict[str, RankGuard] = {}
+        self._ready_url: str | None = None
 
     # -- the build and what is done with it ------------------------------------------------------
 
@@ -269,8 +216,8 @@ class DockerRanks:
         if release.build.kind == "dockerfile":
             return dockerfile_image(self._cluster, release, say)
         if release.build.makes_image:
-            return made_image(self._cluster, release, self._transports, say)
-        return build_for(self._cluster, release, self._state, say)
+            return image_for(self._cluster, release, self._transports, say, self._state)
+        return build_for(self._cluster, release, self._state, LineProgress(say))
 
     def install(
         self, build: Build, say: LineSink, *, nodes: Sequence[str] | None = None
@@ -283,11 +230,11 @@ class DockerRanks:
         if not isinstance(build, ImageBuild):
             raise ClusterError(f"the docker runtime installs images, not {type(build).__name__}")
         release = self._need_release()
-        copies = distribute_for(self._cluster, release, build, say)
+        copies = distribute_for(self._cluster, release, build, LineProgress(say), say)
         self._image = build.built.tag
         verb = build.verb
         return Installed(
-            runtime="docker",
+            runtime=self.kind,
             release=release.name,
             digest=build.built.image_id,
             image=build.built.tag,
@@ -296,8 +243,26 @@ class DockerRanks:
         )
 
     def empty_caches(self, targets: Sequence[CacheTarget]) -> None:
-        """Cache folders are bind-mounted at the node's own paths: emptied through the transport."""
-        empty_caches(self._transports, targets)
+        """Empty the cache folders as root, in a one-shot container of the release image.
+
+        The engine in the image writes its caches as the image's user, root for the recipe
+        (its Dockerfile ends `USER root`), so the SSH user's `rm -rf` on the node would fail on
+        them. Each folder's parent is mounted at its own path so the folder itself is removed
+        and re-created.
+        """
+        by_node: dict[str, list[str]] = {}
+        for target in targets:
+            check_path(target)
+            by_node.setdefault(target.node, []).append(target.path)
+        for node, paths in by_node.items():
+            parents = list(dict.fromkeys(str(PurePosixPath(p).parent) for p in paths))
+            self._node(node).run(["mkdir", "-p", "--", *parents], check=True)
+            code, output = self.one_shot(
+                node, "empty-caches", emptying_script(paths), parents, CHOWN_TIMEOUT_S,
+                user=ROOT_USER,
+            )  # fmt: skip
+            if code != 0:
+                raise ClusterError(f"node {node}: cannot empty caches {paths}: {output[-400:]}")
 
     def node_facts(self, node: Node, values: Mapping[str, str]) -> dict[str, object]:
         """The version of the node's docker daemon (an error when it does not answer)."""
@@ -317,7 +282,7 @@ class DockerRanks:
         plan = next(p for p in render_all(self._cluster, self._need_release()) if p.node == node)
         return ImageTestHost(
             self, self._node(node), python=self._cluster.runtime.python,
-            workdir=self._cluster.node(node).workdir, say=say,
+            workdir=self._cluster.node(node).state_folder, say=say,
             tree=self._cluster.engine.tests_root, env=plan.env,
         )  # fmt: skip
 
@@ -340,6 +305,13 @@ class DockerRanks:
         )
         if code != 0:
             raise ClusterError(f"node {node}: cannot hand {list(folders)} to {user}: {output}")
+
+    def model_on_node(self, plan: LaunchPlan) -> str:
+        """The host side of the mount that holds the model directory (the recipe bind-mounts
+        the HF cache snapshot of the pinned revision at /models); the plan's path when no
+        mount covers it."""
+        node = self._cluster.node(plan.node)
+        return host_path(cluster_mounts(self._cluster, self._need_release(), node), plan.model_dir)
 
     def prepare_model(self, plan: LaunchPlan, timeout: float) -> None:
         """Run the profile's model preparation in a one-shot container of the release image."""
@@ -396,19 +368,68 @@ class DockerRanks:
         resolved = plan.model_copy(update={"env": resolve_env(plan.env)})  # the handle keeps refs
         node = self._cluster.node(plan.node)
         spec = rank_container(self._cluster, self._release, node, resolved, self._need_image())
+        client = self.client(plan.node)
+        if spec.image_entrypoint is not None:
+            check_entrypoint(spec, client.api.inspect_image(spec.image)["Config"])
+        self._refuse_short_memory(plan)
         started = datetime.now(UTC)
-        state = run_rank(self.client(plan.node), spec)
+        state = run_rank(client, spec)
+        self._guard(plan, client, state.id)
         return RankHandle.started(
             "docker", plan, started, container=state.name, container_id=state.id,
             daemon=self._daemons[plan.node].base_url, image=spec.image,
         )  # fmt: skip
 
+    def _refuse_short_memory(self, plan: LaunchPlan) -> None:
+        """BootError when the node is already below the startup memory guard."""
+        settings = docker_spec(self._cluster).memory_guard
+        if settings is None:
+            return
+        meminfo = self._node(plan.node).run(["cat", "/proc/meminfo"], timeout=30, check=True)
+        reason = shortfall(mem_available_kib(meminfo.stdout), settings.startup_gib, "startup")
+        if reason is not None:
+            raise BootError(f"node {plan.node}: refusing to start rank {plan.rank}: {reason}")
+
+    def _guard(self, plan: LaunchPlan, client: docker.DockerClient, container: str) -> None:
+        """Watch the started rank's node memory until it is stopped (startup, then steady)."""
+        settings = docker_spec(self._cluster).memory_guard
+        if settings is None:
+            return
+        if plan.head and plan.ready_url:
+            self._ready_url = plan.ready_url
+        transport = self._node(plan.node)
+
+        def read() -> str:
+            return transport.run(["cat", "/proc/meminfo"], timeout=10, check=True).stdout
+
+        def kill() -> None:
+            with contextlib.suppress(DockerException, RequestException):
+                client.api.kill(container, signal="KILL")
+
+        guard = RankGuard(settings, read=read, kill=kill, ready=self._api_ready)
+        self._guards[container] = guard.start()
+
+    def _api_ready(self) -> bool:
+        """Whether the head's API answers (the guards switch to their steady threshold)."""
+        if self._ready_url is None:
+            return False
+        try:
+            with urllib.request.urlopen(self._ready_url, timeout=2) as answer:  # noqa: S310
+                return bool(answer.status == 200)
+        except (OSError, ValueError):
+            return False
+
     def status(self, handle: RankHandle) -> RankStatus:
-        """From `docker inspect`; a container this runtime stopped and removed keeps its end."""
+        """From `docker inspect`; a container this runtime stopped and removed keeps its end,
+        and one its memory guard killed says so."""
         document = inspect_document(self._client_of(handle), _target(handle))
         if document is None and _target(handle) in self._ended:
             return self._ended[_target(handle)]
-        return rank_status(document)
+        status = rank_status(document)
+        guard = self._guards.get(handle.container_id or "")
+        if not status.running and guard is not None and guard.tripped:
+            return status.model_copy(update={"detail": guard.tripped})
+        return status
 
     def read_log(self, handle: RankHandle, offset: int = 0) -> str:
         """`docker logs --timestamps` from byte `offset` on ("" once the container is gone)."""
@@ -421,6 +442,9 @@ class DockerRanks:
     def stop(self, handle: RankHandle) -> RankStatus:
         """The profile's stop signal (set on the container), its grace, a kill, then remove."""
         client = self._client_of(handle)
+        guard = self._guards.pop(handle.container_id or "", None)
+        if guard is not None:
+            guard.stop()
         stop_rank(client, _target(handle), handle.plan.stop_grace_s)
         ended = self.status(handle)
         remove_rank(client, _target(handle))
@@ -441,7 +465,10 @@ class DockerRanks:
         return self._connect(self._endpoint(node))
 
     def close(self) -> None:
-        """Close every daemon client."""
+        """Stop the memory guards and close every daemon client."""
+        for guard in self._guards.values():
+            guard.stop()
+        self._guards.clear()
         with self._lock:
             for client in self._clients.values():
                 client.close()

@@ -14,7 +14,7 @@ from flows.cluster.runtime.base import Runtime
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError, SpecError
-from flows.spec.cluster import Cluster
+from flows.spec.cluster import Cluster, DockerRuntime, OperatorRuntime
 from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
 
@@ -34,6 +34,10 @@ def runtime_for(
     """
     if cluster.runtime.kind == "process":
         return ProcessRuntime(transports, cluster=cluster, state=state, release=release)
+    if isinstance(cluster.runtime, OperatorRuntime):
+        from flows.cluster.runtime.operator import OperatorRanks  # noqa: PLC0415 - docker SDK
+
+        return OperatorRanks(cluster, transports, release=release, image=image, state=state)
     from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415 - docker SDK on demand
 
     return DockerRanks(cluster, transports, release=release, image=image, state=state)
@@ -48,11 +52,9 @@ def check_fits(cluster: Cluster, release: Release) -> None:
     mounts must fill (a `{model_revision}` with a release that sets none would mount nothing). A
     dockerfile build must name a build node the cluster has, and named contexts need buildx.
     """
-    if cluster.runtime.kind == "docker":
-        from flows.cluster.runtime.docker import (  # noqa: PLC0415 - docker SDK
-            cluster_mounts,
-            run_arg_options,
-        )
+    if isinstance(cluster.runtime, DockerRuntime):  # docker, or the operator's launcher
+        from flows.cluster.runtime.docker import cluster_mounts  # noqa: PLC0415 - docker SDK
+        from flows.cluster.runtime.run_args import run_arg_options  # noqa: PLC0415
 
         try:
             run_arg_options(cluster.runtime.run_args)
@@ -77,16 +79,40 @@ def rank_spec(cluster: Cluster, release: Release, plan: LaunchPlan, image: str) 
     """How the runtime would start one rank, as data (for `qualify --plan`; touches nothing).
 
     A process rank is its argv, environment and folder; a docker rank is the SDK's container
-    create options (image, command, environment, mounts, run arguments).
+    create options (image, command, environment, mounts, run arguments); an operator rank is
+    the launcher's commands.
     """
     if cluster.runtime.kind == "process":
         return {"process": {"argv": plan.argv, "env": plan.env, "cwd": plan.cwd}}
+    if isinstance(cluster.runtime, OperatorRuntime):
+        from flows.cluster.runtime.operator import launcher_cwd  # noqa: PLC0415
+
+        commands = cluster.runtime.commands
+        return {
+            "operator": {
+                "start": commands.start, "stop": commands.stop, "cwd": launcher_cwd(cluster),
+                "on": cluster.head.name, "container": cluster.runtime.container_name,
+                "note": "the operator's launcher creates the container (every node at once)",
+            }
+        }  # fmt: skip
     from flows.cluster.runtime.containers import create_options  # noqa: PLC0415
     from flows.cluster.runtime.docker import rank_container  # noqa: PLC0415 - docker SDK
 
     node = next(n for n in cluster.nodes if n.name == plan.node)
     options = create_options(rank_container(cluster, release, node, plan, image))
     return {"container": _plain(options)}
+
+
+def rank_view(cluster: Cluster, release: Release, plan: LaunchPlan, image: str) -> dict[str, Any]:
+    """What the rank gets after every overlay (cluster, engine profile, release, node
+    overrides), as the runtime would pass it: for a container its mounts, devices, environment
+    and command as docker receives them; for a process its argv, environment and folder."""
+    spec = rank_spec(cluster, release, plan, image)
+    if "container" not in spec:
+        return dict(next(iter(spec.values())))
+    from flows.cluster.runtime.containers import container_view  # noqa: PLC0415
+
+    return container_view(spec["container"])
 
 
 def _plain(value: Any) -> Any:

@@ -89,6 +89,10 @@ class ProcessRuntime:
             summary=[f"{e.node}: {'reused' if e.reused else 'installed'}" for e in envs.values()],
         )
 
+    def model_on_node(self, plan: LaunchPlan) -> str:
+        """A process reads the model where the plan says."""
+        return plan.model_dir
+
     def prepare_model(self, plan: LaunchPlan, timeout: float) -> None:
         """Run the profile's model preparation on the node, in the rank's working folder."""
         if not plan.model_prepare:

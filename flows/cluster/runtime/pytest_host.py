@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from flows.cluster.build.image import context_files
+from flows.cluster.build.source_image import context_files
 from flows.cluster.runtime.base import PytestRun
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, SparkgateError

@@ -11,7 +11,8 @@ import pytest
 from docker.errors import ImageNotFound
 from rich.console import Console
 
-from flows.cluster.build.image import (
+from flows.cluster.build.progress import RichImageProgress, parse_step
+from flows.cluster.build.source_image import (
     BuildRequest,
     build_image,
     check_tag_target,
@@ -20,7 +21,6 @@ from flows.cluster.build.image import (
     is_ignored,
     source_digest,
 )
-from flows.cluster.build.progress import RichImageProgress, parse_step
 from flows.cluster.build.wheelhouse import Wheelhouse
 from flows.errors import BuildError, SpecError
 

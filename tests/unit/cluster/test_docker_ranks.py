@@ -15,8 +15,8 @@ from docker.errors import DockerException, NotFound
 
 from flows.cluster.boot.session import ClusterSession, load_session, save_session
 from flows.cluster.boot.timeline import BootTimeline
-from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.build.wheel import ProcessBuild
 from flows.cluster.runtime import docker as docker_ranks
 from flows.cluster.runtime.base import Installed, RankHandle

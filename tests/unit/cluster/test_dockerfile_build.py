@@ -15,6 +15,7 @@ import pytest
 
 from flows.cli import main
 from flows.cluster.build import dockerfile as kind
+from flows.cluster.build.adopted_image import resumed_image, run_release
 from flows.cluster.build.dockerfile import (
     arch_problem,
     build_argv,
@@ -25,9 +26,8 @@ from flows.cluster.build.dockerfile import (
     refusal,
     render_tag,
 )
-from flows.cluster.build.image import BuiltImage
-from flows.cluster.build.made_image import resumed_image, run_release
 from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.runtime.factory import check_fits
 from flows.errors import SpecError
 from flows.spec.build import Build

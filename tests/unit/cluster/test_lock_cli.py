@@ -35,7 +35,7 @@ def test_unlock_needs_force_and_names_the_holder(
     path = cluster_file(tmp_path)
     cluster = load_cluster(str(path))
     settings = lock_settings(cluster)
-    assert settings.path == f"{tmp_path / 'w'}/sparkgate.lock"
+    assert settings.path == f"{tmp_path / 'w'}.sparkgate/sparkgate.lock"  # beside the workdir
     holder = ClusterLock(LocalTransport("a"), settings, command="sparkgate qualify r9")
     holder.acquire()
     holder._stop.set()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from flows.cluster.boot.caches import CacheTarget
-from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.runtime.base import Installed, NodeInstall
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.process import ProcessRuntime

@@ -57,10 +57,17 @@ def test_the_clock_keeps_statuses_and_seconds_of_started_stages_and_forwards_all
 def test_the_board_and_the_null_observer_are_observers() -> None:
     from rich.console import Console  # noqa: PLC0415
 
-    observers: list[StageObserver] = [NullObserver(), StageBoard(Console(quiet=True), "t")]
+    board = StageBoard(Console(quiet=True), "t")
+    observers: list[StageObserver] = [NullObserver(), board]
     for observer in observers:
         observer.started("build")
-        observer.finished("build", "passed")
+        observer.progressed("files", 1, 2)
+        observer.note("built")
+        observer.finished("build", "passed", "abc123")
+    row = board.rows["build"]
+    assert (row.status, row.detail, row.counted) == ("passed", "abc123", None)
+    assert row.seconds is not None
+    assert row.seconds >= 0
 
 
 def test_a_command_hands_its_observer_to_the_flow() -> None:

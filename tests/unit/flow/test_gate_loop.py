@@ -10,14 +10,13 @@ out of the flow.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prefect import flow
-from prefect.testing.utilities import prefect_test_harness
 from pydantic import BaseModel
 
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome
@@ -33,11 +32,8 @@ from flows.spec.release import Release, load_release
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server() -> Iterator[None]:
-    """A throwaway Prefect API and database for this module's flows."""
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
+# this module's flows run on Prefect's test server, a throwaway database (`make unit` skips it)
+pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_harness")]
 
 
 @dataclass

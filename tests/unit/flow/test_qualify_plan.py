@@ -23,13 +23,6 @@ TITLES = (
 )  # fmt: skip
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
-    monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / ".sparkgate"))
-    return tmp_path
-
-
 def _plan(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
     capsys.readouterr()
     assert main(["qualify", *argv, "--plan", "--json"]) == 0

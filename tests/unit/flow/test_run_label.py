@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -17,7 +16,6 @@ from prefect.client.schemas.filters import (
     LogFilterFlowRunId,
 )
 from prefect.context import FlowRunContext
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.artifacts import ProgressArtifacts, publish_benchmark
@@ -31,11 +29,8 @@ from flows.spec.release import load_release
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server() -> Iterator[None]:
-    """A throwaway Prefect API and database for this module's flows."""
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
+# this module's flows run on Prefect's test server, a throwaway database (`make unit` skips it)
+pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_harness")]
 
 
 class Recorder(NullObserver):

@@ -8,10 +8,14 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flows.gates.determinism.rules import against_previous, determinism_verdict, scenario_row
+from flows.gates.determinism.rules import (
+    against_previous,
+    compare_outputs,
+    determinism_verdict,
+    scenario_row,
+)
 from flows.gates.outputs import (
     Output,
-    compare_scenario,
     first_difference,
     hashes,
     logprobs_hash,
@@ -94,9 +98,7 @@ def test_token_hashes_are_equal_exactly_when_tokens_are(a: list[int], b: list[in
 
 def test_scenario_counts_identical_and_differing_and_names_the_first() -> None:
     reference = {"p0": out("p0", [1, 2, 3]), "p1": out("p1", [4, 5, 6])}
-    report = compare_scenario(
-        "all_at_once", reference, [out("p0", [1, 2, 3]), out("p1", [4, 9, 6])]
-    )
+    report = compare_outputs("all_at_once", reference, [out("p0", [1, 2, 3]), out("p1", [4, 9, 6])])
     assert (report.identical, report.differing) == (1, 1)
     first = scenario_row(report).first_difference
     assert first is not None
@@ -104,7 +106,7 @@ def test_scenario_counts_identical_and_differing_and_names_the_first() -> None:
 
 
 def test_a_response_for_an_unknown_prompt_differs() -> None:
-    report = compare_scenario("again", {}, [out("p7", [1])])
+    report = compare_outputs("again", {}, [out("p7", [1])])
     assert report.differing == 1
 
 
@@ -227,8 +229,8 @@ def test_no_previous_record_or_comparison_off_is_mode_none() -> None:
 
 def test_verdict_names_every_differing_prompt_per_scenario() -> None:
     reference = {"p0": out("p0", [1, 2]), "p1": out("p1", [3, 4])}
-    bad = compare_scenario("staggered", reference, [out("p0", [1, 9]), out("p1", [9, 4])])
-    good = compare_scenario("again", reference, list(reference.values()))
+    bad = compare_outputs("staggered", reference, [out("p0", [1, 9]), out("p1", [9, 4])])
+    good = compare_outputs("again", reference, list(reference.values()))
     previous = against_previous(
         list(reference.values()), None, change="unchanged", change_reason=None
     )
@@ -242,7 +244,7 @@ def test_verdict_names_every_differing_prompt_per_scenario() -> None:
 
 def test_verdict_fails_when_unchanged_outputs_differ_from_previous() -> None:
     reference = {"p0": out("p0", [1, 2])}
-    good = compare_scenario("again", reference, list(reference.values()))
+    good = compare_outputs("again", reference, list(reference.values()))
     previous = against_previous(
         list(reference.values()), _previous([out("p0", [1, 3])]), change="unchanged",
         change_reason=None, previous_name="r1",
@@ -254,7 +256,7 @@ def test_verdict_fails_when_unchanged_outputs_differ_from_previous() -> None:
 
 def test_verdict_passes_when_everything_matches() -> None:
     reference = {"p0": out("p0", [1, 2])}
-    good = compare_scenario("all_at_once", reference, list(reference.values()))
+    good = compare_outputs("all_at_once", reference, list(reference.values()))
     previous = against_previous(
         list(reference.values()), _previous(list(reference.values())), change="unchanged",
         change_reason=None,

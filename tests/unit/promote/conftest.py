@@ -1,74 +1,11 @@
-"""Promotion unit tests: a private project root with records written as record.json files.
-
-`flows.promotion` imports Prefect, so the project's Prefect environment is fixed first;
-no server is started by these tests (nothing here pauses or resumes a run).
-"""
-
-from __future__ import annotations
-
-import json
-from collections.abc import Callable
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+"""The promotion unit tests' project: the shipped r1 and r2 in it, records as record.json files."""
 
 import pytest
 
-from flows.settings import prefect_environment
-
-prefect_environment()
-
-ROOT = Path(__file__).resolve().parents[3]
-DIGEST = "a" * 64
-GATE_NAMES = ("release_tests", "determinism", "cold_boots", "benchmark")
-
-
-def stage(name: str, outcome: str = "passed", reason: str = "ok") -> dict[str, Any]:
-    """A record.json stage entry."""
-    return {
-        "stage": name, "outcome": outcome, "reason": reason,
-        "started_at": "2026-12-02T10:00:00Z", "seconds": 1.0,
-        "result": {"path": f"{name}/result.json", "sha256": "0" * 64, "bytes": 1},
-        "result_type": "flows.gates.base:GateResult",
-    }  # fmt: skip
-
-
-def record_document(
-    release: str, *, stages: dict[str, dict[str, Any]], digest: str = DIGEST,
-    verdict: str = "qualified", name: str | None = None, shape: str = "tp2-local",
-) -> dict[str, Any]:  # fmt: skip
-    """A published record.json of `release`, qualified on a cluster of `shape`."""
-    now = datetime(2026, 12, 2, 11, tzinfo=UTC).isoformat()
-    return {
-        "name": name or f"2026-12-02-{release}", "status": "published", "release_name": release,
-        "release": {}, "cluster_name": "local", "cluster": {"shape": shape}, "previous": None,
-        "build_digest": digest, "stages": stages, "stage_order": list(GATE_NAMES),
-        "verdict": verdict, "created_at": now, "updated_at": now, "published_at": now,
-    }  # fmt: skip
+from tests.support.promotion_records import write_record  # noqa: F401 - fixture used by name
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """SPARKGATE_ROOT in tmp with releases r1/r2 (copies of the shipped files, gates as shipped)."""
-    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
-    monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / ".sparkgate"))
-    releases = tmp_path / "releases"
-    releases.mkdir()
-    for name in ("r1", "r2"):
-        text = (ROOT / "releases" / f"{name}.yaml").read_text()
-        (releases / f"{name}.yaml").write_text(text.replace("../engine", str(ROOT / "engine")))
-    return tmp_path
-
-
-@pytest.fixture
-def write_record(project: Path) -> Callable[..., Path]:
-    """Write a published record of a release into the project's experiments folder."""
-
-    def write(release: str, **kwargs: Any) -> Path:
-        document = record_document(release, **kwargs)
-        folder = project / "experiments" / document["name"]
-        folder.mkdir(parents=True)
-        (folder / "record.json").write_text(json.dumps(document))
-        return folder
-
-    return write
+def project_releases() -> str:
+    """The shared `project` fixture (tests/conftest.py) copies the shipped r1 and r2 in."""
+    return "shipped"

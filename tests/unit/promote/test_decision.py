@@ -25,8 +25,7 @@ from flows.promotion.decision import decide_promotion, no_decision, pause_timeou
 from flows.promotion.paused import Decision
 from flows.promotion.store import read_log, read_pointer
 from flows.spec.release import Promotion, Release, load_release
-
-from .conftest import DIGEST, GATE_NAMES, stage
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 
 def _closed_port() -> int:

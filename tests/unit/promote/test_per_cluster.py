@@ -26,8 +26,7 @@ from flows.promotion.promote import target_cluster
 from flows.promotion.rules import pointer_file, promoted
 from flows.promotion.store import inherits_legacy, read_log, read_pointer, write_pointer
 from tests.support.overlays import cluster_overlay
-
-from .conftest import DIGEST, GATE_NAMES, stage
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 
 def _entry(release: str) -> PromotedEntry:

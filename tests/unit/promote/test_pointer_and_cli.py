@@ -23,8 +23,8 @@ from flows.errors import MachineError, PromotionError
 from flows.promotion import paused, promote
 from flows.promotion.models import LOG_FILE, LogEntry, Pointer, PromotedEntry
 from flows.promotion.store import append_log, read_log, read_pointer, write_pointer
-
-from .conftest import DIGEST, GATE_NAMES, ROOT, stage
+from tests.support.paths import ROOT
+from tests.support.promotion_records import DIGEST, GATE_NAMES, stage
 
 CLUSTER = str(ROOT / "config/local.yaml")
 POINTER_FILE = Path("config/promoted/local.yaml")  # the default cluster's pointer

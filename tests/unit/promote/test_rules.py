@@ -18,8 +18,8 @@ from flows.promotion.rules import (
 )
 from flows.record.model import Record
 from flows.spec.release import Release, load_release
-
-from .conftest import DIGEST, GATE_NAMES, ROOT, record_document, stage
+from tests.support.paths import ROOT
+from tests.support.promotion_records import DIGEST, GATE_NAMES, record_document, stage
 
 
 def _release(**gates: bool) -> Release:

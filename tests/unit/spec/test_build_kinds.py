@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cluster.build.image import BuiltImage
-from flows.cluster.build.made_image import (
+from flows.cluster.build.adopted_image import (
     build_node,
     pinned,
     resumed_image,
@@ -20,6 +19,7 @@ from flows.cluster.build.made_image import (
     tag_from_output,
 )
 from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.runtime.factory import check_fits
 from flows.errors import SpecError
 from flows.spec.build import Build

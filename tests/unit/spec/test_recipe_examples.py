@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from flows.cli import main
-from flows.cluster.build.made_image import tag_from_output
+from flows.cluster.build.adopted_image import tag_from_output
 from flows.spec.load import load_model
 from flows.spec.release import Release
 

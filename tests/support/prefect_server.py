@@ -6,6 +6,12 @@ a test asks for it (`ui=True`: the browser test); clients get its URL through th
 `Server.env` (the database URL goes to the server process alone). Server and anything spawned
 with `spawn` end by process group (`stop`), and a failing test can print the tails of every log
 in `Server.logs`.
+
+Starting a server costs seconds to a minute on a loaded machine, so the session shares one
+(`prefect_api`, UI on): its tests tell their runs apart by name, tag, release file or cluster,
+never by being alone on it. A test that needs a server of its own says why (the scale-out test:
+a PostgreSQL database). Every test that starts or uses a server carries the `prefect_server`
+marker (tests/conftest.py refuses one that does not), and `make unit` leaves them out.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.waiting import wait_until
+import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .net import free_port
+from .paths import ROOT
+from .waiting import wait_until
+
 PREFECT = str(Path(sys.executable).parent / "prefect")
 START_S = 300
 
@@ -151,3 +160,24 @@ def prefect_server(
         yield started
     finally:
         stop(process)
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The session's real Prefect server, with its web UI (fresh private database, free port)."""
+    with prefect_server(tmp_path_factory.mktemp("prefect-server"), free_port(), ui=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def prefect_harness() -> Iterator[None]:
+    """Prefect's own test server and a throwaway database for a module's in-process flows.
+
+    Module-scoped, not shared: the harness sets Prefect's settings for this process while it
+    runs, which would point every later in-process test at it. Imported here: the harness brings
+    Prefect's whole server stack, seconds of every test run's start that needs none.
+    """
+    from prefect.testing.utilities import prefect_test_harness  # noqa: PLC0415
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield

@@ -11,21 +11,25 @@ ID, so later boots of the run, promotion and deploys adopt exactly that image an
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shlex
 import time
 from collections.abc import Mapping
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 from flows.cluster.build.distribute import inspect_facts
 from flows.cluster.build.dockerfile import build_endpoint
-from flows.cluster.build.image import BuiltImage
 from flows.cluster.build.release_image import ImageBuild
+from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.build.wheel import ProcessBuild
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.errors import BuildError, SpecError
+from flows.fileio import write_text
 from flows.lines import LineSink
 from flows.spec.build import CONTROLLER, Build
 from flows.spec.cluster import Cluster
@@ -101,6 +105,21 @@ def recorded_image(release: Release, build_json: Any) -> Release | None:
     return pinned(release, tag, image_id, on if isinstance(on, str) else None)
 
 
+def command_key(host: str, build: Build, revision: str | None) -> str:
+    """What determines the image a build command makes: the host it runs on (its daemon
+    keeps the image), the command with its folder and how the image is named, and the git
+    revision of that folder. The release name and the cluster are not part of it: the recipe
+    serves the triangle and the ring from one image (release thread, r6x post: "This produces
+    vllm-ds41f-kkref:19f2c20ed4d6-r6x; copy it to every node"), and its `build image` refuses
+    to build a tag that exists."""
+    inputs = {
+        "host": host,
+        "build": build.model_dump(mode="json", exclude={"on", "image_id"}),
+        "revision": revision,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:20]
+
+
 def run_release(release: Release, build: ReleaseBuild) -> Release:
     """The release a run boots after its build stage: an image build pinned to the image made."""
     if isinstance(build, ImageBuild) and release.build.makes_image:
@@ -111,21 +130,37 @@ def run_release(release: Release, build: ReleaseBuild) -> Release:
 # -- I/O -----------------------------------------------------------------------------------------
 
 
-def made_image(
-    cluster: Cluster, release: Release, transports: Mapping[str, Transport], say: LineSink
+def image_for(
+    cluster: Cluster,
+    release: Release,
+    transports: Mapping[str, Transport],
+    say: LineSink,
+    state: Path | None = None,
 ) -> ImageBuild:
-    """Run the release's build command if it has one, then adopt the image on the build node."""
+    """Run the release's build command if it has one, then adopt the image on the build node.
+
+    A command already run on the same host with the same inputs (`command_key`) is not run
+    again while its image is still there: `state/builds/made/KEY.json` names the image it made.
+    """
     build = release.build
     node = build_node(cluster, build)
+    endpoint = build_endpoint(cluster, release)
     started = time.monotonic()
+    expected = build.image_id
     if build.kind == "command":
-        reference = _run_command(transports[node], build, say)
+        key = command_key(cluster.node(node).address, build, _revision(transports[node], build))
+        remembered = _remembered(state, key, endpoint, say)
+        if remembered is not None:
+            reference, expected = remembered.tag, remembered.image_id
+        else:
+            reference = _run_command(transports[node], build, say)
     elif build.image is not None:
         reference = build.image
     else:  # validation refuses this; kept for models built in code
         raise SpecError("an image build needs `image`", key="build.image")
-    endpoint = build_endpoint(cluster, release)
-    adopted = adopt(endpoint, reference, expected_id=build.image_id)
+    adopted = adopt(endpoint, reference, expected_id=expected)
+    if build.kind == "command" and state is not None:
+        _remember(state, key, adopted)
     seconds = time.monotonic() - started
     say(f"image {reference} on {node}: {adopted.image_id[:19]}")
     return ImageBuild(
@@ -155,6 +190,40 @@ def adopt(endpoint: DockerEndpoint, reference: str, *, expected_id: str | None) 
     return BuiltImage(
         tag=reference, image_id=facts.image_id, source_digest="", reused=True, seconds=0.0
     )
+
+
+def _made_file(state: Path, key: str) -> Path:
+    return state / "builds" / "made" / f"{key}.json"
+
+
+def _remembered(
+    state: Path | None, key: str, endpoint: DockerEndpoint, say: LineSink
+) -> BuiltImage | None:
+    """The image an earlier run of the same command made, if its daemon still holds it."""
+    if state is None or not _made_file(state, key).is_file():
+        return None
+    known = BuiltImage.model_validate_json(_made_file(state, key).read_text())
+    try:
+        adopt(endpoint, known.tag, expected_id=known.image_id)
+    except BuildError as gone:
+        say(f"the image the build command made before is not usable ({gone}): building again")
+        return None
+    say(f"{known.tag} was made by the same build command on {endpoint.node}: not built again")
+    return known
+
+
+def _remember(state: Path, key: str, image: BuiltImage) -> None:
+    path = _made_file(state, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, image.model_dump_json())
+
+
+def _revision(transport: Transport, build: Build) -> str | None:
+    """The git commit of the command's folder (None: no folder, or not a checkout)."""
+    if build.cwd is None:
+        return None
+    found = transport.run(["git", "-C", build.cwd, "rev-parse", "HEAD"], timeout=30)
+    return found.stdout.strip() if found.ok else None
 
 
 def _run_command(transport: Transport, build: Build, say: LineSink) -> str:
