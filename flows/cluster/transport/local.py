@@ -45,6 +45,36 @@ def _stop_group(child: subprocess.Popen[bytes]) -> None:
             continue
 
 
+def _drain_or_kill_holders(child: subprocess.Popen[bytes]) -> None:
+    """Reap a killed child; a process that left its session (a daemon) but still holds its
+    output pipes would keep `communicate` waiting past any timeout, so it is killed too."""
+    try:
+        child.communicate(timeout=INTERRUPT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pid in _pipe_holders(child):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.communicate(timeout=INTERRUPT_GRACE_S)
+    child.wait()
+
+
+def _pipe_holders(child: subprocess.Popen[bytes]) -> set[int]:
+    """Other processes holding the child's stdout or stderr pipe open (from /proc)."""
+    pipes = {
+        f"pipe:[{os.fstat(stream.fileno()).st_ino}]"
+        for stream in (child.stdout, child.stderr)
+        if stream is not None and not stream.closed
+    }
+    holders = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            if any(str(fd.readlink()) in pipes for fd in fd_dir.iterdir()):
+                holders.add(int(fd_dir.parent.name))
+    holders.discard(os.getpid())
+    return holders
+
+
 class LocalTransport:
     """Run commands and move files on this machine, under the name of a cluster node."""
 
@@ -85,7 +115,7 @@ class LocalTransport:
         except subprocess.TimeoutExpired as expired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
+            _drain_or_kill_holders(child)
             raise TransportError(
                 f"{self.node}: `{argv[0]}` timed out after {timeout:g} s"
             ) from expired
