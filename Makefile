@@ -32,6 +32,11 @@ demo:
 	$(BIN)/sparkgate qualify releases/r2.yaml --no-wait; status=$$?; echo; \
 	  $(BIN)/sparkgate records --brief; \
 	  echo "demo wall time: $$(( $$(date +%s) - $$(cat .demo-started) )) s, set-up included"; \
+	  echo; echo "next (after: source $(VENV)/bin/activate):"; \
+	  echo "  sparkgate show r2                           # r2's record: verdict, every gate's tables"; \
+	  echo "  sparkgate records                           # every record, its verdict and decision"; \
+	  echo "  sparkgate promote r2 --reason 'demo'        # promote r2 on the local cluster"; \
+	  echo "  PREFECT_HOME=.sparkgate/prefect prefect server start   # the UI at http://127.0.0.1:4200"; \
 	  exit $$status
 
 lint: setup

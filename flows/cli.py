@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import sys
+from typing import Any
 
 import click
 import typer
@@ -18,12 +19,56 @@ from flows.commands import register_all
 from flows.errors import SparkgateError, SpecError
 from flows.ui.console import err_console
 
+
+def _option_metavar(option: Any, ctx: Any) -> str | None:
+    """Nothing after a flag; NAME (or its metavar) after an option that takes a value."""
+    del ctx
+    if option.metavar is not None:
+        return str(option.metavar)
+    if option.is_flag or option.count:
+        return None
+    return str(option.name or "value").upper() + ("..." if option.nargs != 1 else "")
+
+
+def _no_type(argument: Any, ctx: Any) -> None:
+    """An argument's name already says what it takes."""
+    del argument, ctx
+
+
+def _argument_usage(argument: Any) -> str:
+    """RELEASE when required, [RELEASE] when not, as click and most tools print them."""
+    name = str(argument.display_name_raw).upper()
+    name = name if argument.required else f"[{name}]"
+    return name + ("..." if argument.nargs != 1 else "")
+
+
+def conventional_help() -> None:
+    """Help as a reader expects it: typer 0.2x prints `<bool>`, `<list[Path]>` and `{release}`;
+    these show nothing after a flag, an upper-case name after a value, `RELEASE` in the usage.
+
+    typer has no setting for it, so its two parameter classes get these three methods."""
+    from typer.core import TyperArgument, TyperOption  # noqa: PLC0415
+
+    setattr(TyperOption, "display_type_rich", _option_metavar)  # noqa: B010
+    setattr(TyperArgument, "display_type_rich", _no_type)  # noqa: B010
+    setattr(TyperArgument, "_usage_display_name", _argument_usage)  # noqa: B010
+    setattr(  # noqa: B010
+        TyperArgument,
+        "_rich_display_name",
+        lambda argument: (
+            str(argument.display_name_raw).upper() + ("..." if argument.nargs != 1 else "")
+        ),
+    )
+
+
+conventional_help()
 app = typer.Typer(
     name="sparkgate",
     help="Qualify, promote and review releases of an LLM serving recipe on a small cluster.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
 )
 
 

@@ -8,7 +8,6 @@ record, which every later qualification of the same cluster shape and suite then
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,11 +15,14 @@ from rich.markup import escape
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
 from flows.errors import BenchError, SpecError
+from flows.names import release_path
 from flows.ui.console import err_console, out_console
 
 
 def calibrate(
-    release: Annotated[str, typer.Argument(help="Release file, e.g. releases/r1.yaml.")],
+    release: Annotated[
+        str, typer.Argument(help="Release name or file, e.g. r1 or releases/r1.yaml.")
+    ],
     arms: Annotated[
         int, typer.Option("--arms", help="Fresh boots of the release (n arms give n-1 gaps).")
     ] = 3,
@@ -34,7 +36,8 @@ def calibrate(
     if arms < 2:
         raise SpecError(f"{arms} arms give no A/A gap", key="--arms", expected="2 or more")
     load_cluster(cluster)
-    load_release(release)
+    release_file = release_path(release)
+    load_release(release_file)
     prefect_environment()
     from flows.pipeline.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
@@ -42,7 +45,7 @@ def calibrate(
 
     with prefect_backend(state_dir() / "prefect"):  # the server a Ctrl-C leaves alone, as qualify
         state = calibrate_flow(
-            str(Path(release).resolve()), str(cluster_path(cluster).resolve()), arms,
+            str(release_file.resolve()), str(cluster_path(cluster).resolve()), arms,
             return_state=True,
         )  # fmt: skip
     if state.is_failed():

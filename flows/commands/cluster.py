@@ -20,10 +20,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from flows.bounded_read import is_file
+from flows import names
 from flows.commands.signals import terminate_as_interrupt
-from flows.errors import ClusterError, SpecError
-from flows.settings import project_root, state_dir
+from flows.errors import ClusterError
+from flows.settings import state_dir
 from flows.spec.cluster import Cluster
 from flows.ui.console import err_console, out_console
 
@@ -43,20 +43,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout."
 
 
 def cluster_path(option: str) -> Path:
-    """Resolve --cluster: an existing file, config/NAME.yaml, or the lab's own cluster file."""
-    given = Path(option)
-    candidates = [given] if given.suffix in (".yaml", ".yml") else []
-    candidates.append(project_root() / "config" / f"{option}.yaml")
-    if option == "lab":
-        candidates.append(state_dir() / "lab" / "cluster.yaml")
-    for candidate in candidates:
-        if is_file(candidate):
-            return candidate
-    raise SpecError(
-        f"no cluster file for {option[:80]!r}{'...' if len(option) > 80 else ''}",
-        file=option,
-        expected=" or ".join(str(c) for c in candidates) + " to exist",
-    )
+    """Resolve --cluster: a cluster name or file (flows.names, the resolver every command uses)."""
+    return names.cluster_path(option)
 
 
 def load_cluster(option: str) -> Cluster:
@@ -87,13 +75,12 @@ def start(
     from flows.cluster.boot.session import load_session, start_release  # noqa: PLC0415
     from flows.cluster.ops.lock import ClusterLock, lock_settings  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
-    from flows.settings import state_dir  # noqa: PLC0415
     from flows.spec.launch import render_all  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import Release  # noqa: PLC0415
 
     spec = load_cluster(cluster)
-    chosen = load_model(release, Release)
+    chosen = load_model(names.release_path(release), Release)
     plans = render_all(spec, chosen)
     targets = [target for item in empty_cache or [] for target in parse_target(item, plans)]
     running = load_session(state_dir(), spec.name)
@@ -128,7 +115,6 @@ def stop(cluster: ClusterOption = "local") -> None:
     """Stop every rank that `cluster start` left running (signal, grace, then kill)."""
     from flows.cluster.boot.session import load_session, stop_session  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
-    from flows.settings import state_dir  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     session = load_session(state_dir(), spec.name)
@@ -150,7 +136,6 @@ def status(cluster: ClusterOption = "local", as_json: JsonOption = False) -> Non
     from flows.cluster.boot.timeline import LogReader  # noqa: PLC0415
     from flows.cluster.runtime.factory import runtime_for  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
-    from flows.settings import state_dir  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     session = load_session(state_dir(), spec.name)
@@ -200,7 +185,6 @@ def logs(
     from flows.cluster.boot.session import load_session  # noqa: PLC0415
     from flows.cluster.runtime.factory import runtime_for  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
-    from flows.settings import state_dir  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     session = load_session(state_dir(), spec.name)
@@ -225,12 +209,15 @@ def unlock(
         bool, typer.Option("--force", help="Remove the lock whoever holds it.")
     ] = False,
 ) -> None:
-    """Remove the cluster lock left by a run that is gone (shows the holder first)."""
+    """Remove the cluster lock left by a run that is gone (shows the holder first); with --force
+    also give back the cluster's Prefect concurrency slot (server mode)."""
     from flows.cluster.ops.lock import force_unlock, lock_settings, read_lock  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     path = lock_settings(spec).path
+    if force:
+        _release_slot(spec.name)
     with TransportPool(spec) as pool:
         holder = read_lock(pool.head, path)
         if holder is None:
@@ -246,6 +233,17 @@ def unlock(
         f"{spec.name}: removed the lock of {holder.holder} on {holder.host} (pid {holder.pid}) "
         f"running `{holder.command}`"
     )
+
+
+def _release_slot(cluster: str) -> None:
+    """Give back the cluster's slot on the configured Prefect server (none in embedded mode)."""
+    from flows.settings import prefect_environment  # noqa: PLC0415
+
+    prefect_environment()
+    from flows.pipeline.schedule import release_slot, slot_name  # noqa: PLC0415
+
+    if freed := release_slot(cluster):
+        err_console.print(f"{cluster}: gave back {freed} taken slot of {slot_name(cluster)!r}")
 
 
 def doctor(cluster: ClusterOption = "local", as_json: JsonOption = False) -> None:

@@ -29,12 +29,13 @@ def build(
     """Build RELEASE's image on the head node, load it on every node, verify one image ID."""
     from flows.cluster.build.progress import RichImageProgress  # noqa: PLC0415
     from flows.cluster.build.release_image import build_and_distribute  # noqa: PLC0415
+    from flows.names import release_path  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import Release  # noqa: PLC0415
 
     spec = load_cluster(cluster)
-    chosen = load_model(release, Release)
+    chosen = load_model(release_path(release), Release)
     with RichImageProgress(err_console) as progress:
         result = build_and_distribute(spec, chosen, state_dir(), progress)
     if as_json:

@@ -20,7 +20,6 @@ from typing import Annotated, Literal
 import typer
 from rich.markup import escape
 
-from flows.bounded_read import is_file
 from flows.commands.cluster import cluster_path, load_cluster
 from flows.commands.signals import terminate_as_interrupt
 from flows.promotion.models import DEFAULT_CLUSTER
@@ -56,15 +55,9 @@ ReleaseArgument = Annotated[
 
 def release_file(release: str) -> Path:
     """A release argument as a file: the path given, else releases/NAME.yaml in the project."""
-    from flows.errors import SpecError  # noqa: PLC0415
-    from flows.settings import project_root  # noqa: PLC0415
+    from flows.names import release_path  # noqa: PLC0415
 
-    given = Path(release)
-    for candidate in (given, project_root() / "releases" / f"{release}.yaml"):
-        if is_file(candidate):
-            return candidate.resolve()
-    shown = release if len(release) <= 80 else f"{release[:80]}..."
-    raise SpecError("no such release", file=shown, expected="a release file or a release name")
+    return release_path(release).resolve()
 
 
 def approve(
@@ -104,12 +97,13 @@ def promote(
     prefect_environment()
     from flows.promotion.promote import promote_release  # noqa: PLC0415
 
+    before = _current_release(name)
     with terminate_as_interrupt():
         pointer = promote_release(
             path, by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
             shape=shape, say=_say,
         )  # fmt: skip
-    _print_current(name, pointer.current.release, pointer.current.record)
+    _print_current(name, pointer.current.release, pointer.current.record, before)
 
 
 def rollback(
@@ -125,12 +119,13 @@ def rollback(
     prefect_environment()
     from flows.promotion.promote import rollback as roll_back  # noqa: PLC0415
 
+    before = _current_release(name)
     with terminate_as_interrupt():
         pointer = roll_back(
             by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
             say=_say,
         )  # fmt: skip
-    _print_current(name, pointer.current.release, pointer.current.record)
+    _print_current(name, pointer.current.release, pointer.current.record, before)
 
 
 def pointer_cluster(option: str | None, *, deploy: bool) -> tuple[str, Path | None]:
@@ -173,9 +168,21 @@ def _say(line: str) -> None:
     err_console.print(escape(line))
 
 
-def _print_current(cluster: str, release: str, record: str) -> None:
+def _current_release(cluster: str) -> str | None:
+    """The release a cluster's pointer names now (None: nothing promoted there yet)."""
+    from flows.promotion.store import read_pointer  # noqa: PLC0415
+    from flows.settings import project_root  # noqa: PLC0415
+
+    pointer = read_pointer(project_root(), cluster)
+    return pointer.current.release if pointer is not None else None
+
+
+def _print_current(cluster: str, release: str, record: str, before: str | None) -> None:
+    """The pointer now; `already` when it named this release before the command too."""
+    already = "already " if before == release else ""
     err_console.print(
-        f"[green]promoted on {escape(cluster)}: {escape(release)}[/] (record {escape(record)})"
+        f"[green]{already}promoted on {escape(cluster)}: {escape(release)}[/] "
+        f"(record {escape(record)})"
     )
 
 

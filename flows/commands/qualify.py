@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -21,6 +20,7 @@ from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path
 from flows.errors import GateFailedError, InconclusiveError, SparkgateError
+from flows.names import release_path
 from flows.stages import STAGE_TITLES
 from flows.ui.console import err_console, out_console
 
@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 
 def qualify(  # noqa: PLR0917 - typer maps parameters to options
-    release: Annotated[str, typer.Argument(help="Release file, e.g. releases/r2.yaml.")],
+    release: Annotated[
+        str, typer.Argument(help="Release name or file, e.g. r2 or releases/r2.yaml.")
+    ],
     cluster: ClusterOption = "local",
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start over instead of resuming finished gates.")
@@ -64,7 +66,7 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     from flows.settings import prefect_environment, project_root  # noqa: PLC0415
     from flows.ui.board import StageBoard  # noqa: PLC0415
 
-    inputs = load_inputs(Path(release), cluster_path(cluster))
+    inputs = load_inputs(release_path(release), cluster_path(cluster))
     chosen, spec = inputs.release, inputs.cluster
     experiments = project_root() / "experiments"
     if plan:

@@ -16,7 +16,9 @@ from rich.table import Table
 
 from flows.errors import RecordError
 from flows.gates.registry import GATES, REGISTRY
+from flows.promotion.models import LOG_FILE, LogEntry
 from flows.record import compare as record_compare
+from flows.record.decisions import decision_of
 from flows.record.index import gate_cell, write_index
 from flows.record.model import README_FILE
 from flows.record.reader import broken_records, find_record, list_records, read_record
@@ -65,7 +67,7 @@ def records(
         for line in brief_lines(list_records(folder), calibrations, folder):
             out_console.print(line, markup=False, highlight=False, soft_wrap=True)
         return
-    table = records_table(folder, wide=out_console.width >= WIDE_COLUMNS)
+    table = records_table(folder, width=out_console.width)
     out_console.print(table)
     for problem in broken_records(folder):
         err_console.print(f"skipped: {problem}", markup=False, highlight=False)
@@ -74,31 +76,58 @@ def records(
 
 
 WIDE_COLUMNS = 140
-"""Below this terminal width the table shows each gate's outcome word, not its headline."""
+"""From this terminal width the table shows each gate's headline, not only its outcome word."""
+GATE_COLUMNS = 110
+"""From this width a narrower table still has a column per gate (outcome words); below it the
+verdict, which names the gate that failed, stands for them."""
+_STYLE_DECISION = {"promoted": "green", "rejected": "bold red", "awaiting": "yellow"}
 
 
-def records_table(folder: Path, *, wide: bool) -> Table:
-    """Every record, newest first: full headlines when wide, outcome words when narrow."""
+def decisions_log(folder: Path) -> list[LogEntry]:
+    """The promotions log kept beside the records (experiments/promotions.jsonl); none: []."""
+    path = folder / LOG_FILE.name
+    if not path.is_file():
+        return []
+    return [LogEntry.model_validate_json(line) for line in path.read_text().splitlines() if line]
+
+
+def records_table(folder: Path, *, width: int) -> Table:
+    """Every record, newest first, with the decision a person took on it.
+
+    Words are never cut: cells wrap at spaces. Wide, each gate shows its headline; narrower,
+    its outcome word; at 80 columns the per-gate columns give way to the verdict, which names
+    the gate that failed and why.
+    """
     table = Table(title=f"records in {folder}")
+    wide, gates = width >= WIDE_COLUMNS, width >= GATE_COLUMNS
     if wide:
-        columns = ["date", "record", "release", "previous", *GATES, "verdict"]
+        columns = ["date", "record", "release", "previous", *GATES, "verdict", "decision"]
     else:
-        columns = ["record", "previous", *(gate.story.short for gate in REGISTRY), "verdict"]
+        shorts = [gate.story.short for gate in REGISTRY] if gates else []
+        columns = ["record", "prev", *shorts, "verdict", "decision"]
     for column in columns:
-        # a record name is never wrapped; words are wrapped whole, never cut
-        table.add_column(
-            column, no_wrap=column == "record", overflow="fold" if wide else "ellipsis"
-        )
+        # a record name is never wrapped; every other cell wraps whole words
+        table.add_column(column, no_wrap=column in ("record", "decision"), overflow="fold")
+    log = decisions_log(folder)
     for record in reversed(list_records(folder)):
-        verdict = record.verdict or record.status
         cells = [gate_cell(record, gate) for gate in GATES]
         if wide:
             first = [record.date, record.name, record.release_name, record.previous or "-"]
         else:
             first = [record.name, record.previous or "-"]
-            cells = [cell.split(":", 1)[0] for cell in cells]
-            verdict = verdict.split(":", 1)[0]
-        table.add_row(*first, *(_styled(cell) for cell in cells), _styled(verdict))
+            cells = [cell.split(":", 1)[0] for cell in cells] if gates else []
+        decision = decision_of(record, log)
+        styled = (
+            f"[{_STYLE_DECISION[decision]}]{decision}[/]"
+            if decision in _STYLE_DECISION
+            else decision
+        )
+        table.add_row(
+            *first,
+            *(_styled(cell) for cell in cells),
+            _styled(record.verdict or record.status),
+            styled,
+        )
     return table
 
 

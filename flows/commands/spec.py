@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from flows.errors import InvalidSpecFilesError, SpecError
+from flows.names import cluster_path, release_path
 from flows.secrets import Secrets
 from flows.spec.cluster import Cluster
 from flows.spec.kinds import load_spec
@@ -23,7 +24,7 @@ from flows.spec.load import load_document, load_model
 from flows.spec.release import Release
 from flows.ui.console import err_console, out_console
 
-DEFAULT_CLUSTER = Path("config/local.yaml")
+DEFAULT_CLUSTER = "local"
 
 
 def register(app: typer.Typer) -> None:
@@ -84,9 +85,11 @@ def schema(
 
 
 def render(
-    release: Annotated[Path, typer.Argument(help="Release file.")],
-    cluster: Annotated[
-        Path, typer.Option("--cluster", "-c", help="Cluster file.")
+    release_ref: Annotated[
+        str, typer.Argument(metavar="RELEASE", help="Release name (r2) or file.")
+    ],
+    cluster_ref: Annotated[
+        str, typer.Option("--cluster", "-c", help="Cluster name (local) or file.")
     ] = DEFAULT_CLUSTER,
     node: Annotated[str | None, typer.Option("--node", "-n", help="Only this node.")] = None,
     as_json: Annotated[
@@ -98,6 +101,7 @@ def render(
     ] = False,
 ) -> None:
     """Show the resolved release, cluster and each rank's launch plan (secrets redacted)."""
+    release, cluster = release_path(release_ref), cluster_path(cluster_ref)
     release_spec = load_model(release, Release)
     cluster_spec = load_model(cluster, Cluster)
     try:

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from uuid import UUID
 
+from flows.gates.benchmark.story import bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
 
 
@@ -48,6 +49,13 @@ def benchmark_rows(summary: BenchmarkSummary) -> list[dict[str, Any]]:
         }
         for row in summary.points
     ]
+
+
+def benchmark_description(release: str, summary: BenchmarkSummary) -> str:
+    """The table artifact's description: the one benchmark headline the CLI prints too."""
+    return (
+        f"{release}: {summary.decision} after {len(summary.arms)} arms; {bench_headline(summary)}"
+    )
 
 
 # ![alt](path) or ![alt](path "title"); the path has no spaces (the record writes plots/x.png)
@@ -127,10 +135,7 @@ def publish_benchmark(release: str, summary: BenchmarkSummary) -> None:
         create_table_artifact(
             benchmark_rows(summary),
             key=artifact_key("benchmark", release),
-            description=(
-                f"{release}: {summary.decision} after {len(summary.arms)} arms "
-                f"({', '.join(summary.arms)})"
-            ),
+            description=benchmark_description(release, summary),
         )
 
 

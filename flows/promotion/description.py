@@ -7,7 +7,7 @@ be made from the form alone. The record described here is the record an approval
 
 from __future__ import annotations
 
-from flows.gates.benchmark.story import headline_changes
+from flows.gates.benchmark.story import bench_headline, headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.registry import GATES
 from flows.record.model import Record
@@ -37,7 +37,7 @@ def _benchmark_lines(record: Record) -> list[str]:
         reason = f" ({stage.reason})" if stage.reason else ""
         return [f"- **Benchmark:** {stage.outcome}{reason}"]
     arms = f"{len(summary.arms)} arms ({', '.join(summary.arms)})"
-    lines = [f"- **Benchmark:** {summary.decision} after {arms}"]
+    lines = [f"- **Benchmark:** {summary.decision} after {arms}; {bench_headline(summary)}"]
     changes = headline_changes(summary)
     if changes:
         lines.append("- **Largest gated changes** [95% interval]:")

@@ -19,7 +19,7 @@ from flows.record.model import Record, StageEntry
 
 # Bump whenever the README layout changes: verify re-renders only records of the same layout
 # (older ones are still guarded by the README's SHA-256 taken at publish).
-RENDER_VERSION = 1
+RENDER_VERSION = 2
 
 
 def render_readme(record: Record) -> str:

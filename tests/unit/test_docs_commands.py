@@ -102,6 +102,11 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     "make demo": Here("sparkgate qualify releases/r2.yaml --no-wait", argv=("make", "-n", "demo")),
     "make test": Here("bin/pytest", argv=("make", "-n", "test")),
     "make unit": Here("not integration and not lab", argv=("make", "-n", "unit")),
+    "source .venv/bin/activate": Elsewhere(
+        "tests/unit/test_names.py::test_the_venv_puts_sparkgate_on_path",
+        "`source .venv/bin/activate` in bash, then `command -v sparkgate`",
+    ),
+    "sparkgate --version": Here("sparkgate "),
     # docs/cli.md, docs/configuration.md
     "sparkgate validate PATH...": Elsewhere(
         "tests/unit/spec/test_corpus.py::test_shipped_file_validates", "every shipped file"

@@ -42,7 +42,7 @@ from flows.gates.benchmark.rules import (
     run_session,
     session_looks,
 )
-from flows.gates.benchmark.story import BENCHMARK_STORY, BenchmarkStory
+from flows.gates.benchmark.story import BENCHMARK_STORY, BenchmarkStory, bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
@@ -220,21 +220,28 @@ class BenchmarkRunner:
                 Ledger().with_session(candidates[0], candidates[1]), out_dir / "aa-gaps.json"
             )
         passed = session.decision is SessionDecision.PASS
+        summary = BenchmarkSummary(
+            arms=list(session.roles),
+            tolerance=settings.tolerance,
+            decision=session.decision.value,
+            ledger_gaps=session.comparison.ledger_gaps,
+            looks=looks,
+            slower_rule=session.comparison.slower_rule,
+            gate_metrics=settings.gate_metrics,
+            tolerances=settings.tolerances,
+            points=points_summary(session),
+            kv_capacity_tokens=kv_capacity_by_role(session),
+        )
+        # a pass says what the board, records and artifact say (the one headline); a failure
+        # says why, naming the rows that decided
         return GateVerdict(
             outcome=Outcome.PASSED if passed else Outcome.FAILED,
-            reason=reason_for(session, tolerance_pct, settings.max_arms),
-            summary=BenchmarkSummary(
-                arms=list(session.roles),
-                tolerance=settings.tolerance,
-                decision=session.decision.value,
-                ledger_gaps=session.comparison.ledger_gaps,
-                looks=looks,
-                slower_rule=session.comparison.slower_rule,
-                gate_metrics=settings.gate_metrics,
-                tolerances=settings.tolerances,
-                points=points_summary(session),
-                kv_capacity_tokens=kv_capacity_by_role(session),
+            reason=(
+                bench_headline(summary)
+                if passed
+                else reason_for(session, tolerance_pct, settings.max_arms)
             ),
+            summary=summary,
         )
 
 

@@ -75,8 +75,14 @@ def _slower_held_stricter(summary: BenchmarkSummary) -> bool:
     return slower_alpha(alpha, rows, summary.looks, summary.slower_rule) < alpha
 
 
+def gates_cell(point: PointRow) -> str:
+    """Whether a row decides the gate (`gates`) or is only shown (`reported`), in every table."""
+    return "gates" if point.gated else "reported"
+
+
 def bench_rows(summary: BenchmarkSummary) -> list[Row]:
-    """workload | previous | candidate (change [interval]) | verdict, like the recipe's notes.
+    """workload | previous | candidate (change [interval]) | verdict | gates, like the recipe's
+    notes, with each row marked as gating or only reported.
 
     The change is shown as counting (bold) only when the verdict is faster or slower; a level or
     inconclusive point names its verdict instead, with the interval that decided it.
@@ -96,6 +102,7 @@ def bench_rows(summary: BenchmarkSummary) -> list[Row]:
                 number(point.previous),
                 candidate,
                 point.verdict,
+                gates_cell(point),
             ]
         )
     return rows
@@ -112,21 +119,34 @@ def kv_capacity_line(capacity: Mapping[str, float]) -> str:
     return text + "."
 
 
+_COUNT_ORDER = ("slower", "inconclusive", "faster", "level")
+
+
 def bench_headline(summary: BenchmarkSummary) -> str:
-    """e.g. `2 faster, 3 level; best decode/prose-c1 +12.0%`."""
-    points = summary.points
-    if not points:
+    """The benchmark's one headline, from the gated rows only: how many gate, at which
+    tolerance, their verdicts, the row that decided (a failing one first, else the largest
+    change) and how many rows are only reported. The board, `records`, `show`, `--brief`,
+    `compare`, the README and the run's artifact all print this line, e.g.
+    `4 gated at 3%: 3 faster, 1 level; largest prefill/512 prefill_tps +12.0% [+10.1, +13.9]
+    faster; 26 reported, not gated`.
+    """
+    if not summary.points:
         return "no points"
-    counts: dict[str, int] = {}
-    for point in points:
+    gated = [point for point in summary.points if point.gated]
+    reported = len(summary.points) - len(gated)
+    tail = f"; {reported} reported, not gated" if reported else ""
+    if not gated:
+        return f"no gated rows{tail}"
+    counts = dict.fromkeys(_COUNT_ORDER, 0)
+    for point in gated:
         counts[point.verdict] = counts.get(point.verdict, 0) + 1
-    text = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
-    counting = [p for p in points if p.verdict in COUNTING and p.change is not None]
-    if counting:
-        top = max(counting, key=lambda p: abs(float(p.change or 0.0)))
-        name = f"{top.point} {top.unit}".strip()
-        text += f"; {top.verdict} {name} {signed_pct(top.change)}"
-    return text
+    shown = ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n)
+    text = f"{len(gated)} gated at {tolerance_pct(summary.tolerance):g}%: {shown}"
+    deciding = headline_changes(summary, 1)
+    if deciding:
+        failing = any(point.verdict in _FIRST for point in gated)
+        text += f"; {'decided by' if failing else 'largest'} {deciding[0].replace(':', '', 1)}"
+    return text + tail
 
 
 def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
@@ -153,9 +173,12 @@ def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
 
 
 def section(summary: BenchmarkSummary, record: RecordView) -> list[str]:
-    """The README section: arms, tolerance, the results table, KV capacity, the plot."""
+    """The README section: the headline, arms, tolerance, the results table, KV capacity, the
+    plot."""
     tolerance = tolerance_pct(summary.tolerance)
     lines = [
+        "",
+        f"Headline: {bench_headline(summary)}.",
         "",
         (
             f"Arms in session order: {', '.join(summary.arms)}; tolerance "
@@ -166,7 +189,7 @@ def section(summary: BenchmarkSummary, record: RecordView) -> list[str]:
         ),
         "",
         *markdown_table(
-            ["workload", "previous", "candidate (change [95% interval])", "verdict"],
+            ["workload", "previous", "candidate (change [95% interval])", "verdict", "gated"],
             bench_rows(summary),
         ),
     ]
@@ -187,19 +210,25 @@ def _point(point: PointRow | None) -> str:
         return DASH
     return (
         f"{number(point.candidate)} ({signed_pct(point.change)} "
-        f"{interval(point.low, point.high)}, {point.verdict})"
+        f"{interval(point.low, point.high)}, {point.verdict}, {gates_cell(point)})"
     )
 
 
+def _headline_of(record: RecordView) -> str:
+    summary = record.summary_of(BenchmarkSummary)
+    return bench_headline(summary) if summary is not None else DASH
+
+
 def compare(first: RecordView, second: RecordView) -> Section:
-    """Each point's candidate figure, change and verdict in both records."""
-    return side_by_side(
-        "benchmark: candidate (change [interval], verdict)",
+    """The headline, then each point's candidate figure, change, verdict and gating in both."""
+    title, header, rows = side_by_side(
+        "benchmark: candidate (change [interval], verdict, gates or reported)",
         "point",
         (first, second),
         _points,
         _point,
     )
+    return title, header, [["headline", _headline_of(first), _headline_of(second)], *rows]
 
 
 def _interval(row: PointRow) -> str:
@@ -242,37 +271,80 @@ def brief(newest: RecordView | None, calibration: RecordView | None) -> list[str
         which = "largest" if summary.decision == "pass" else "failing rows first, then largest"
         lines.append(
             f"{newest.release_name} vs {newest.previous}: {summary.decision} after "
-            f"{len(summary.arms)} arms; {which} gated changes [95% interval]:"
+            f"{len(summary.arms)} arms; {bench_headline(summary)}"
         )
+        lines.append(f"  {which} gated changes [95% interval]:")
         lines.extend(f"    {line}" for line in headline_changes(summary))
     return lines
 
 
 def _bench_points(summary: BenchmarkSummary) -> list[PointRow]:
+    """The gated rows that have an interval: what the plot shows against the tolerance band."""
     return [
         p
         for p in summary.points
-        if p.change is not None and p.low is not None and p.high is not None
+        if p.gated and p.change is not None and p.low is not None and p.high is not None
     ]
 
 
+AXIS_CAP_PCT = 1000.0
+"""The plot's axis ends here: an interval running further (a session that never settled) ends
+in an arrow with its bound written beside, instead of stretching the axis for every row."""
+BAND_TOLERANCES = 5
+"""The axis reaches at least this many tolerances either side, so the band always shows."""
+
+
+def plot_limit(points: list[PointRow], tolerance: float) -> float:
+    """Half the plot's x range: past every interval shown, at least a few tolerances, at most
+    `AXIS_CAP_PCT`."""
+    widest = max((max(abs(p.low or 0.0), abs(p.high or 0.0)) for p in points), default=0.0)
+    return min(max(BAND_TOLERANCES * tolerance, 1.15 * widest), AXIS_CAP_PCT)
+
+
 def plot_benchmark(summary: BenchmarkSummary, path: Path) -> Path:
-    """Each point's change (percent) with its 95 % interval and the tolerance band."""
+    """The gated rows' changes (percent) with their 95 % intervals against the tolerance band.
+
+    The axis is symmetric-log (linear within the tolerance, logarithmic beyond), so a row a
+    few percent off and one a hundred percent off both read, and the band keeps its width;
+    it is clipped at `plot_limit`, where a longer interval ends in an arrow with its bound.
+    """
     plt = pyplot()
     points = _bench_points(summary)
-    fig, ax = plt.subplots(figsize=(8, 0.4 * len(points) + 1.5))
+    tol = tolerance_pct(summary.tolerance)
+    limit = plot_limit(points, tol)
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(points) + 2.0))
+    ax.set_xscale("symlog", linthresh=max(tol, 0.1))
+    ax.axvspan(-tol, tol, color="grey", alpha=0.2, label=f"±{tol:g}% tolerance")
+    ax.axvline(0, color="black", linewidth=0.8)
+    seen: set[str] = set()
     for y, point in enumerate(points):
         center, low, high = float(point.change or 0), float(point.low or 0), float(point.high or 0)
         color = _COLORS.get(point.verdict, "orange")
-        ax.errorbar(center, y, xerr=[[center - low], [high - center]], fmt="o", color=color)
-    tol = tolerance_pct(summary.tolerance)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.axvspan(-tol, tol, color="grey", alpha=0.15, label=f"±{tol:g}% tolerance")
+        center = min(max(center, -limit), limit)
+        shown_low, shown_high = max(low, -limit), min(high, limit)
+        label = point.verdict if point.verdict not in seen else None
+        seen.add(point.verdict)
+        ax.errorbar(center, y, xerr=[[center - shown_low], [shown_high - center]], fmt="o",
+                    color=color, label=label)  # fmt: skip
+        for bound, clipped, mark, align in ((low, low < -limit, "<", "left"),
+                                            (high, high > limit, ">", "right")):  # fmt: skip
+            if clipped:
+                edge = -limit if mark == "<" else limit
+                ax.plot(edge, y, marker=mark, color=color)
+                ax.annotate(f"{bound:+,.0f}%", (edge, y), xytext=(0, 6),
+                            textcoords="offset points", ha=align, fontsize=6)  # fmt: skip
+    ax.set_xlim(-limit, limit)
+    marks = sorted(
+        {0.0, *(sign * v for v in (tol, 10, 100, 1000) if v <= limit for sign in (1, -1))}
+    )
+    ax.set_xticks(marks, [f"{v:+g}%" if v else "0" for v in marks], fontsize=7)
+    ax.minorticks_off()
     labels = [f"{p.point} {p.unit}" for p in points]
     ax.set_yticks(range(len(points)), labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("candidate change against previous, % (95% interval)")
-    ax.legend(loc="lower right", fontsize=7)
+    ax.set_ylim(len(points) - 0.5, -0.5)
+    ax.set_xlabel("candidate change against previous, % (95% interval; symmetric log axis)")
+    ax.set_title(f"benchmark, gated rows: {bench_headline(summary).split(';')[0]}", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     return save(plt, fig, path)
 
 
@@ -284,7 +356,7 @@ class BenchmarkStory:
     short: str = "bench"
 
     def headline(self, summary: BaseModel) -> str:
-        """e.g. `2 faster, 3 level; best decode/prose-c1 +12.0%`."""
+        """The one benchmark headline (`bench_headline`), from the gated rows."""
         return bench_headline(summary) if isinstance(summary, BenchmarkSummary) else ""
 
     def problems(self, summary: BaseModel, outcome: str) -> list[str]:
@@ -304,7 +376,7 @@ class BenchmarkStory:
         return brief(newest, calibration)
 
     def plots(self, summary: BaseModel, folder: Path) -> list[Path]:
-        """Each point's change with its interval, when some point has one."""
+        """The gated rows' changes with their intervals, when some gated row has one."""
         if not isinstance(summary, BenchmarkSummary) or not _bench_points(summary):
             return []
         return [plot_benchmark(summary, folder / "benchmark.png")]

@@ -51,4 +51,4 @@ def test_unlock_needs_force_and_names_the_holder(
 
 def test_unknown_cluster_is_a_spec_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "unlock", "--cluster", "no-such-cluster"]) == 2
-    assert "no cluster file for 'no-such-cluster'" in capsys.readouterr().err
+    assert "no cluster 'no-such-cluster'" in capsys.readouterr().err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.gates.benchmark.story import headline_changes
+from flows.gates.benchmark.story import bench_headline, headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.promotion.decision import described_record
 from flows.promotion.description import decision_description
@@ -26,6 +26,7 @@ def test_it_gives_verdict_gates_benchmark_decision_headline_changes_and_path() -
     assert f"**Verdict:** {record.verdict} against r1" in text
     assert f"determinism {record.stages['determinism'].outcome}" in text
     assert f"**Benchmark:** {summary.decision} after {len(summary.arms)} arms" in text
+    assert bench_headline(summary) in text  # the one headline, as records and the board say
     changes = headline_changes(summary)
     assert changes, "the test record has gated changes"
     for change in changes:  # the same rows `records --brief` names, with their intervals

@@ -203,7 +203,7 @@ def test_an_unknown_cluster_is_refused_before_anything_moves(
 ) -> None:
     write_record("r1", stages=_passed())
     assert main(["promote", "r1", "-c", "gamma", "--by", "alice"]) == 2
-    assert "no cluster file for 'gamma'" in capsys.readouterr().err
+    assert "no cluster 'gamma'" in capsys.readouterr().err
     assert main(["rollback", "-c", "gamma"]) == 2
     assert not (clusters / "config/promoted").exists()
     assert read_log(clusters) == []

@@ -24,9 +24,16 @@ def test_brief_names_each_verdict_the_headline_changes_and_the_folder() -> None:
     assert lines[1].startswith("r2: ")
     assert "(against r1)" in lines[1]
     headline = next(line for line in lines if line.startswith("r2 vs r1: "))
-    # that record's session ended inconclusive: the rows that failed it come first
-    assert "arms; failing rows first, then largest gated changes [95% interval]:" in headline
-    changes = lines[lines.index(headline) + 1 : -1]
+    # the one benchmark headline, then that session's rows: it ended inconclusive, so the rows
+    # that failed it come first
+    assert headline.endswith(
+        "arms; 2 gated at 3%: 1 inconclusive, 1 faster; decided by "
+        "prefill/1024 prefill_tps +222.5% [-99.7, +320693.8] inconclusive"
+    )
+    assert lines[lines.index(headline) + 1] == (
+        "  failing rows first, then largest gated changes [95% interval]:"
+    )
+    changes = lines[lines.index(headline) + 2 : -1]
     assert 1 <= len(changes) <= 3
     assert all("%" in line and "[" in line for line in changes)
     assert lines[-1].startswith(f"records: {RECORDS}")
@@ -57,14 +64,17 @@ def test_records_brief_prints_them(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_records_fit_80_columns_with_one_row_per_line_pair() -> None:
     console = Console(width=80, record=True)
-    console.print(records_table(RECORDS, wide=False))
+    console.print(records_table(RECORDS, width=80))
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 80
     assert len(lines) <= 12  # two records: no cell wraps into a column of single words
     text = "\n".join(lines)
     assert "2026-12-03-r2" in text  # a record name is never wrapped
     assert "2026-12-03-r1" in text
-    assert all(word in text.split() for word in ("failed", "benchmark", "qualified"))
+    words = text.split()
+    assert all(
+        w in words for w in ("failed", "benchmark:", "inconclusive", "qualified", "awaiting")
+    )
     wide = Console(width=200, record=True)
-    wide.print(records_table(RECORDS, wide=True))
+    wide.print(records_table(RECORDS, width=200))
     assert "scenarios" in wide.export_text()

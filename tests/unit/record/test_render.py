@@ -34,14 +34,14 @@ def test_readme_reads_verdict_first_and_every_table(
             "token)"
         ),
         "- Engine options: `mlp_kernel=fused`",
-        "| workload | previous | candidate (change [95% interval]) | verdict |",
+        "| workload | previous | candidate (change [95% interval]) | verdict | gated |",
         (
             "| decode/prose-c1 (step_ms, lower is better) | 40.84 | 38.21 (**-6.4%** [-8.7, -4.1]) "
-            "| faster |"
+            "| faster | gates |"
         ),
         (
             "| prefill/2k (prefill_tps, higher is better) | 4,033.5 | 4,040.1 (level: +0.2% "
-            "[-0.6, +1.0]) | level |"
+            "[-0.6, +1.0]) | level | gates |"
         ),
         "| boot | ready | what happened |",
         "| all-kernels | 7.25 s | 12 kernels compiled before the rendezvous |",
@@ -188,7 +188,10 @@ def test_index_lists_published_records_newest_first(
         "| 2026-12-02 | [2026-12-02-r2](2026-12-02-r2/README.md) | r2 | r1 | passed: 3 passed, "
         "0 failed | passed: 5/5 scenarios identical; vs previous 4/4 |" in text
     )
-    assert "passed: 1 faster, 1 level; faster decode/prose-c1 step_ms -6.4% | passed |" in text
+    assert (
+        "passed: 2 gated at 3%: 1 faster, 1 level; largest decode/prose-c1 step_ms -6.4% "
+        "[-8.7, -4.1] faster | passed |" in text
+    )
     assert "No published records yet." in render_index([])
     assert read_record(first.path).status == "published"
 
