@@ -20,16 +20,18 @@ from flows.gates.files import GateFiles
 from flows.gates.harness import run_gate
 from flows.pipeline.stages import GATES
 from flows.record.writer import RecordWriter
-from tests.faults.test_disk_full import fill, small_disk  # noqa: F401 - fixture used by name
-from tests.unit.flow.test_gate_loop import (  # noqa: F401 - fixtures used by name
+from tests.support.disk import fill
+from tests.support.fake_gates import (  # noqa: F401 - fixtures used by name
     FakeGate,
     View,
-    _loop,
-    _record,
     context,
     fakes,
-    prefect_server,
+    new_record,
+    run_loop,
 )
+
+# the gate loop's flows run on Prefect's test server, a throwaway database
+pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_harness")]
 
 
 class RawWriter(FakeGate):
@@ -44,7 +46,7 @@ class RawWriter(FakeGate):
 
 
 def test_a_full_disk_under_a_gate_file_is_the_machine_not_a_verdict(
-    small_disk: Path,  # noqa: F811
+    small_disk: Path,
     context: GateContext,  # noqa: F811
 ) -> None:
     fill(small_disk)
@@ -56,7 +58,7 @@ def test_a_full_disk_under_a_gate_file_is_the_machine_not_a_verdict(
 
 
 def test_a_raw_enospc_from_a_gate_own_write_is_the_machine_not_a_verdict(
-    small_disk: Path,  # noqa: F811
+    small_disk: Path,
     context: GateContext,  # noqa: F811
 ) -> None:
     fill(small_disk)
@@ -86,18 +88,18 @@ def test_a_gate_stopped_by_a_full_disk_records_no_verdict_and_a_rerun_resumes_th
     context: GateContext,  # noqa: F811
     fakes: dict[str, FakeGate],  # noqa: F811
 ) -> None:
-    folder = _record(context)
+    folder = new_record(context)
     fakes["determinism"].crash = OSError(errno.ENOSPC, "No space left on device")
     view = View()
     with pytest.raises(DiskFullError, match=r"^determinism: stopped on the machine, not a verdict"):
-        _loop(context, folder, view)
+        run_loop(context, folder, view)
     assert view.ended[-1] == ("determinism", "failed")
     assert RecordWriter(folder).load_stage("determinism") is None  # no "failed at determinism"
     assert fakes["cold_boots"].runs == 0
 
     fakes["determinism"].crash = None  # space freed: the same record resumes at determinism
     view = View()
-    results = _loop(context, folder, view)
+    results = run_loop(context, folder, view)
     assert view.ended[:2] == [("release_tests", "cached"), ("determinism", "passed")]
     assert [r.outcome for r in results.values()] == [Outcome.PASSED] * len(GATES)
     assert fakes["determinism"].runs == 2
@@ -107,10 +109,10 @@ def test_a_machine_error_a_gate_meets_is_not_the_release_failing(
     context: GateContext,  # noqa: F811
     fakes: dict[str, FakeGate],  # noqa: F811
 ) -> None:
-    folder = _record(context)
+    folder = new_record(context)
     fakes["release_tests"].crash = DiskFullError(
         "record.json: no space left; the old one is intact"
     )
     with pytest.raises(DiskFullError, match=r"^release_tests: stopped on the machine"):
-        _loop(context, folder, View())
+        run_loop(context, folder, View())
     assert RecordWriter(folder).load_stage("release_tests") is None

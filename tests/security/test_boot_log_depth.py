@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 
 from flows.cluster.boot.timeline import LogReader
-from tests.unit.cluster.test_timeline import JSONL
+from flows.spec.engine import LogEvents, Logs
+
+JSONL = Logs(format="jsonl", events=LogEvents(weights_loaded="loaded", ready="ready"))
 
 DEEP = "[" * 200_000 + "]" * 200_000
 

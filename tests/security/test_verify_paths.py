@@ -17,7 +17,7 @@ import pytest
 from flows.record import verify
 from flows.record.atomic import sha256_file
 from flows.record.writer import RecordWriter
-from tests.unit.record.conftest import (  # noqa: F401 - fixtures used by name
+from tests.support.records import (  # noqa: F401 - fixtures used by name
     cluster,
     published,
     release_r2,
