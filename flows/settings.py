@@ -4,6 +4,11 @@ Prefect reads its settings at import time, so `prefect_environment()` must run f
 PREFECT_HOME at a folder inside the project (no state in the user's home), raises the embedded
 server's startup timeout for small machines and turns telemetry off. A PREFECT_API_URL the user
 set is left alone: then a real server is used instead of the embedded one.
+
+Prefect's own temporary servers are turned off, whatever the profile says: Prefect starts one,
+unauthenticated and behind the run's back, for any call that finds no API URL (a thread without
+the settings context, a client made outside it). sparkgate starts its embedded server itself
+(`flows.pipeline.embedded`), so such a call now fails loudly instead.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 from pathlib import Path
 
 STATE_DIR_NAME = ".sparkgate"
+NO_TEMPORARY_SERVERS = ("PREFECT_SERVER_EPHEMERAL_ENABLED", "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE")
 
 
 def project_root() -> Path:
@@ -40,5 +46,7 @@ def prefect_environment() -> None:
     }
     for name, value in defaults.items():
         os.environ.setdefault(name, value)
+    for name in NO_TEMPORARY_SERVERS:  # forced: a profile or shell must not turn them back on
+        os.environ[name] = "false"
     # Prefect creates its home without parents and warns on a fresh clone; make it first.
     Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)

@@ -209,12 +209,15 @@ def unlock(
         bool, typer.Option("--force", help="Remove the lock whoever holds it.")
     ] = False,
 ) -> None:
-    """Remove the cluster lock left by a run that is gone (shows the holder first)."""
+    """Remove the cluster lock left by a run that is gone (shows the holder first); with --force
+    also give back the cluster's Prefect concurrency slot (server mode)."""
     from flows.cluster.ops.lock import force_unlock, lock_settings, read_lock  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
 
     spec = load_cluster(cluster)
     path = lock_settings(spec).path
+    if force:
+        _release_slot(spec.name)
     with TransportPool(spec) as pool:
         holder = read_lock(pool.head, path)
         if holder is None:
@@ -230,6 +233,17 @@ def unlock(
         f"{spec.name}: removed the lock of {holder.holder} on {holder.host} (pid {holder.pid}) "
         f"running `{holder.command}`"
     )
+
+
+def _release_slot(cluster: str) -> None:
+    """Give back the cluster's slot on the configured Prefect server (none in embedded mode)."""
+    from flows.settings import prefect_environment  # noqa: PLC0415
+
+    prefect_environment()
+    from flows.pipeline.schedule import release_slot, slot_name  # noqa: PLC0415
+
+    if freed := release_slot(cluster):
+        err_console.print(f"{cluster}: gave back {freed} taken slot of {slot_name(cluster)!r}")
 
 
 def doctor(cluster: ClusterOption = "local", as_json: JsonOption = False) -> None:

@@ -13,7 +13,18 @@ The server listens on loopback, where every local user can reach it, so it requi
 secret of its own (Prefect's basic auth, PREFECT_SERVER_API_AUTH_STRING, given in its
 environment, never on a command line): the flow's process gets it as PREFECT_API_AUTH_STRING,
 and `sparkgate approve/reject` read it from `<pid>.auth` beside the server's advert, a 0600
-file in a 0700 folder that is removed with the advert. Only `/health` answers without it.
+file in a 0700 folder that is removed with the advert. Only `/api/health` and `/api/ready`
+answer without it: the server runs `embedded_server.py`, which puts Prefect's whole app (its
+`/docs` and `/openapi.json` too) behind the secret and removes the advert and the secret itself
+when it stops, so a killed run leaves neither behind.
+
+One server per run, and every Prefect call reaches it: Prefect's settings context is per thread
+(a context variable); a thread without one (a pool worker, Prefect's own log and event workers)
+fell back to the process-global settings made at import, found no API URL and started a
+temporary server of its own, without the secret, on the same database. So the URL and the
+secret are put in Prefect's process-global settings too while the server runs, and
+`flows.settings.prefect_environment()` turns Prefect's temporary servers off: a call that still
+finds no URL fails instead of starting one.
 """
 
 from __future__ import annotations
@@ -41,6 +52,11 @@ SERVERS_DIR = "embedded-servers"
 PR_SET_PDEATHSIG = 1
 AUTH_USER = "sparkgate"
 SECRET_BYTES = 32
+ENV_URL = "PREFECT_API_URL"
+ENV_SECRET = "PREFECT_API_AUTH_STRING"  # noqa: S105 - a variable name
+SERVER_SCRIPT = Path(__file__).with_name("embedded_server.py")
+
+_embedded: list[str] = []  # the URL of the embedded server this process runs, while it runs
 
 
 @contextlib.contextmanager
@@ -60,9 +76,11 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}/api"
     secret = f"{AUTH_USER}:{secrets.token_urlsafe(SECRET_BYTES)}"
     log_dir.mkdir(parents=True, exist_ok=True)
+    folder = servers_dir()
+    _private_folder(folder)
     with (log_dir / "embedded-server.log").open("ab") as log:
         server = subprocess.Popen(
-            _server_argv(port),
+            _server_argv(port, folder),
             env={
                 **os.environ,
                 "PREFECT_UI_ENABLED": "0",
@@ -74,20 +92,60 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
             start_new_session=True,
             preexec_fn=_dies_with(os.getpid()),  # noqa: PLW1509 - only async-signal-safe calls
         )
-    folder = servers_dir()
     advert, key = folder / f"{server.pid}.url", folder / f"{server.pid}.auth"
     try:
         _wait_healthy(url, server, log_dir / "embedded-server.log")
-        _private_folder(folder)
         _write_private(key, secret + "\n")  # before the advert: whoever finds the URL finds it
         write_text(advert, url + "\n")
-        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: secret}):
-            yield url
+        with (
+            _global_settings({ENV_URL: url, ENV_SECRET: secret}),
+            temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: secret}),
+        ):
+            _embedded.append(url)
+            try:
+                yield url
+            finally:
+                _embedded.remove(url)
     finally:
         advert.unlink(missing_ok=True)
         key.unlink(missing_ok=True)
         _drain_prefect_workers()
         _stop(server)
+
+
+def embedded_url() -> str | None:
+    """The API URL of the embedded server this process runs now, or None (a configured server,
+    or none at all)."""
+    return _embedded[-1] if _embedded else None
+
+
+@contextlib.contextmanager
+def _global_settings(values: dict[str, str]) -> Iterator[None]:
+    """`values` in Prefect's process-global settings (every thread's fallback), for a while.
+
+    Prefect makes them from the environment; the environment holds `values` only while they are
+    made, so the processes a run starts (build commands, ranks) inherit neither URL nor secret.
+    """
+    from prefect.context import refresh_global_settings_context  # noqa: PLC0415
+
+    before = {name: os.environ.get(name) for name in values}
+    try:
+        os.environ.update(values)
+        refresh_global_settings_context()
+    finally:
+        _restore(before)
+    try:
+        yield
+    finally:
+        refresh_global_settings_context()
+
+
+def _restore(before: dict[str, str | None]) -> None:
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @contextlib.contextmanager
@@ -183,11 +241,8 @@ def _dies_with(parent: int) -> Callable[[], None]:
     return arm
 
 
-def _server_argv(port: int) -> list[str]:
-    return [
-        sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
-        "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on",
-    ]  # fmt: skip
+def _server_argv(port: int, adverts: Path) -> list[str]:
+    return [sys.executable, str(SERVER_SCRIPT), str(port), str(adverts)]
 
 
 def _wait_healthy(url: str, server: subprocess.Popen[bytes], log: Path) -> None:

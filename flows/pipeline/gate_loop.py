@@ -4,8 +4,10 @@ A gate that passed is cached by Prefect under a key covering the build digest, t
 cluster, its settings and the record (its folder and when it was opened), so a re-run resumes
 at the first gate without a result. A failed gate ends its task Failed by returning a state (a
 verdict, not a crash); a gate that crashes before it produced a verdict is recorded as failed
-with the crash's message. Before each gate the cluster lock is checked (`ensure_held`): a run
-whose lock was taken over stops.
+with the crash's message. A gate stopped by the machine (disk full, I/O error) is no verdict: the
+loop records nothing for it and raises the `MachineError`, so the record stays unpublished and
+the same command resumes at that gate. Before each gate the cluster lock is checked
+(`ensure_held`): a run whose lock was taken over stops.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from prefect.states import Failed
 
 from flows.bench.ledger import Ledger
 from flows.cluster.ops.lock import ensure_held
-from flows.errors import SparkgateError
+from flows.errors import MachineError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome, PreviousOutputs
 from flows.gates.determinism.kept import record_hashes
-from flows.gates.harness import run_gate
+from flows.gates.harness import machine_failure, run_gate
 from flows.gates.registry import BY_NAME
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record
@@ -88,6 +90,10 @@ def run_gates(
             gate, key, run, record.save_stage, return_state=True
         )
         if state.is_failed():
+            stopped = _stopped_on_machine(gate, state)
+            if stopped is not None:  # the machine's failure, not the release's: no verdict
+                observer.finished(gate, "failed", str(stopped))
+                raise stopped
             saved = record.load_stage(gate)
             if saved is None:  # the gate crashed before it produced a verdict
                 saved = _skipped(gate, _state_message(state), outcome=Outcome.FAILED)
@@ -154,6 +160,15 @@ def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> Gate
     return GateResult(
         gate=gate, outcome=outcome, reason=reason, started_at=datetime.now(UTC), seconds=0.0
     )
+
+
+def _stopped_on_machine(gate: str, state: Any) -> MachineError | None:
+    """The machine failure a failed gate task ended with (in the gate or saving its result)."""
+    try:
+        state.result()
+    except Exception as error:  # noqa: BLE001 - only the machine's failures are picked out
+        return machine_failure(gate, error)
+    return None
 
 
 def _state_message(state: Any) -> str:

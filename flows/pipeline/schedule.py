@@ -49,10 +49,18 @@ def slot_name(cluster: str) -> str:
 
 
 def server_mode() -> bool:
-    """True when PREFECT_API_URL names a server (embedded mode leaves it unset)."""
+    """True when PREFECT_API_URL names a server other than this run's embedded one.
+
+    The embedded server's URL is in the settings too (every Prefect call must reach it), so the
+    URL alone does not tell the modes apart: without this check an embedded run took a slot on
+    its own server, which died with a killed run and left the slot taken in the database.
+    """
     from prefect.settings import get_current_settings  # noqa: PLC0415
 
-    return bool(get_current_settings().api.url)
+    from flows.pipeline.embedded import embedded_url  # noqa: PLC0415
+
+    url = get_current_settings().api.url
+    return bool(url) and url != embedded_url()
 
 
 def slot_wait_s() -> float:
@@ -81,6 +89,32 @@ def ensure_slot(name: str) -> None:
                 client.create_global_concurrency_limit(
                     GlobalConcurrencyLimitCreate(name=name, limit=1)
                 )
+
+
+def release_slot(cluster: str) -> int:
+    """Give the cluster's slot back whoever holds it (`cluster unlock --force`); how many slots
+    were taken. 0 in embedded mode and when the limit does not exist.
+
+    A holder that died has its lease repossessed by the server within about LEASE_S; this is for
+    the operator who knows the holder is gone (or stopped) and will not wait.
+    """
+    if not server_mode():
+        return 0
+    from prefect.client.orchestration import get_client  # noqa: PLC0415
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate  # noqa: PLC0415
+    from prefect.exceptions import ObjectNotFound  # noqa: PLC0415
+
+    name = slot_name(cluster)
+    with get_client(sync_client=True) as client:
+        try:
+            taken = client.read_global_concurrency_limit_by_name(name).active_slots
+        except ObjectNotFound:
+            return 0
+        if taken:
+            client.update_global_concurrency_limit(
+                name, GlobalConcurrencyLimitUpdate(active_slots=0)
+            )
+    return taken
 
 
 @contextmanager

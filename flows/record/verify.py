@@ -8,6 +8,8 @@ verdict must
 follow from the figures (benchmark intervals, boot checks, determinism counts and hashes against
 the previous record), the overall verdict must follow from the stages, and the README rendered
 again from the raw results must equal the README on disk. An empty list means it verifies.
+Every file the record names must lie inside its folder: an absolute entry, one that climbs out
+with `..`, or one whose link leads out is refused by name before anything is read or hashed.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def verify(path: Path) -> list[str]:
         record = read_record(path)
     except RecordError as error:
         return [str(error)]
+    escaping = _escaping_entries(path, record)
+    if escaping:
+        return escaping
     problems: list[str] = []
     if record.status != "published":
         problems.append(f"{record.name}: not published (status {record.status})")
@@ -54,6 +59,35 @@ def verify(path: Path) -> list[str]:
     problems += _recomputed(path.parent, rebuilt)
     problems += _check_readme(path, rebuilt)
     return problems
+
+
+def _escaping_entries(root: Path, record: Record) -> list[str]:
+    """Every file entry of the record that names a path outside its folder, by owner and name."""
+    named: list[tuple[str, str]] = [("document", name) for name in record.documents]
+    for stage, entry in record.stages.items():
+        named.append((stage, entry.result.path))
+        named += [(stage, file.path) for file in entry.files]
+        named += [(f"{stage} evidence", file.path) for file in entry.evidence_files]
+    named += [("extra file", file.path) for file in record.extras]
+    named += [("plot", file.path) for file in record.plots]
+    if record.readme is not None:
+        named.append((README_FILE, record.readme.path))
+    inside = root.resolve()
+    return [
+        f"{owner}: {name!r} lies outside the record folder (refused, not read)"
+        for owner, name in named
+        if _outside(inside, name)
+    ]
+
+
+def _outside(inside: Path, name: str) -> bool:
+    """`name` is absolute, or leads out of the folder `inside` (by `..` or a link)."""
+    if Path(name).is_absolute():
+        return True
+    try:
+        return not (inside / name).resolve().is_relative_to(inside)
+    except (OSError, ValueError):  # a link loop, a NUL in the name
+        return True
 
 
 def _check_stage(root: Path, entry: StageEntry) -> tuple[list[str], StageEntry | None]:

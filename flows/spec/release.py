@@ -26,6 +26,11 @@ from flows.spec.base import (
 from flows.spec.build import Build
 from flows.spec.gate_policy import KNOWN_METRICS, GatePolicy
 from flows.spec.load import load_model
+from flows.spec.release_tests import (
+    PYTEST_OPTIONS,
+    checkout_path_problems,
+    pytest_option_problems,
+)
 
 
 def nearest_config(start: Path, name: str) -> Path:
@@ -115,6 +120,32 @@ class ReleaseTestsGate(GateSettings):
         ),
     )
     node: str | None = Field(default=None, description="Node to run on (default: the head).")
+    checkout_classification: str | None = Field(
+        default=None,
+        description="The classification as the operator's checkout holds it, read on the head "
+        "at each run instead of `classification`: a path relative to the head's workdir (the "
+        "recipe's `config/release-tests.json`), in the release-tests schema, JSON or YAML.",
+    )
+    pytest_options: list[str] = Field(
+        default=list(PYTEST_OPTIONS),
+        description="pytest's options before the gate files (the recipe's runner: -q "
+        "--noconftest -p no:cacheprovider -rfE); sparkgate adds its JUnit XML, temporary folder "
+        "and rootdir options.",
+    )
+
+    def problems(self, context: SpecContext | None) -> list[Problem]:
+        """sparkgate's own pytest options stay its own; the checkout path stays inside it."""
+        del context
+        found = [
+            Problem(("pytest_options", *problem.loc), problem.message, problem.expected)
+            for problem in pytest_option_problems(self.pytest_options)
+        ]
+        if self.checkout_classification is not None:
+            found += [
+                Problem(("checkout_classification",), problem.message, problem.expected)
+                for problem in checkout_path_problems(self.checkout_classification)
+            ]
+        return found
 
 
 class DeterminismGate(GateSettings):

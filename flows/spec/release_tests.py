@@ -32,6 +32,30 @@ from flows.spec.base import (
 GIT_TIMEOUT_S = 60.0
 """Longest `git diff` of a patch range (a fork's history is local; this is generous)."""
 
+PYTEST_OPTIONS = ("-p", "no:cacheprovider", "-rfE", "-q")
+"""pytest's options before the gate files unless a release names its runner's own (the recipe's
+is `-q --noconftest -p no:cacheprovider -rfE`: recipe-release-process.md §1, its gate bundle)."""
+SPARKGATE_PYTEST_OPTIONS = ("--junitxml", "--junit-xml", "--basetemp", "--rootdir")
+"""Options sparkgate always sets itself: the gate reads the JUnit XML it asked for and removes
+the workspace the temporary folders live in."""
+
+
+def pytest_option_problems(options: list[str]) -> list[Problem]:
+    """Options that would take over what sparkgate sets (pure)."""
+    return [
+        Problem((index,), f"sparkgate sets {option.split('=')[0]} itself", "another option")
+        for index, option in enumerate(options)
+        if option.split("=")[0] in SPARKGATE_PYTEST_OPTIONS
+    ]
+
+
+def checkout_path_problems(path: str) -> list[Problem]:
+    """A classification in the operator's checkout is named relative to it, inside it (pure)."""
+    parts = path.split("/")
+    if path.startswith("/") or ".." in parts or "" in parts:
+        return [Problem((), "must stay inside the checkout", "e.g. config/release-tests.json")]
+    return []
+
 
 class Classification(SpecModel):
     """One test file: part of the gate, or excluded for a stated reason."""

@@ -140,3 +140,39 @@ def test_the_failing_test_release_fails_on_its_own_test_only(
     assert _summary(result)["changed"] == ["tests/test_release_accents.py"]
     assert _summary(result)["failed"] == 1
     assert "test_accented_latin_text_round_trips" in (out / "pytest.txt").read_text()
+
+
+def test_the_heads_checkout_classifies_and_the_recipes_runner_runs(
+    local_cluster: Cluster,
+    release_r1: Release,
+    transports: dict[str, LocalTransport],
+    gate_state: Path,
+    tmp_path: Path,
+) -> None:
+    """Issue 26 item 10: the classification is the one the head's checkout holds (JSON, as the
+    recipe's config/release-tests.json), and pytest runs with the release's options: under the
+    recipe's `--noconftest` the startup tests lose the engine's conftest fixtures."""
+    startup = "tests/test_engine_startup.py"
+    files: dict[str, object] = {
+        name: {"gate": True} if name in FAST | {startup} else
+        {"excluded": True, "reason": "trimmed for the gate's own test"}
+        for name in ENGINE_FILES
+    }  # fmt: skip
+    checkout = Path(local_cluster.head.workdir) / "config"
+    checkout.mkdir(parents=True, exist_ok=True)
+    recipe_file = {"kind": "release-tests", "root": ".", "patterns": ["tests/test_*.py"]}
+    (checkout / "release-tests.json").write_text(json.dumps({**recipe_file, "files": files}))
+    settings = ReleaseTestsGate(
+        checkout_classification="config/release-tests.json",
+        pytest_options=["-q", "--noconftest", "-p", "no:cacheprovider", "-rfE"],
+        timeout_s=600,
+    )
+    out = tmp_path / "out"
+    result = run_release_tests(_context(local_cluster, release_r1, transports, gate_state),
+                               settings, out)  # fmt: skip
+    outcomes = {f["file"]: f["outcome"] for f in _summary(result)["files"]}
+    assert outcomes == {**dict.fromkeys(FAST, "passed"), startup: "error"}
+    assert result.outcome == Outcome.FAILED
+    assert "fixture 'start_cluster' not found" in (out / "pytest.txt").read_text()
+    source = (out / "checkout-classification" / "source.txt").read_text()
+    assert source.startswith(f"{local_cluster.head.name}:{checkout}/release-tests.json sha256:")

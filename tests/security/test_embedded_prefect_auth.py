@@ -5,10 +5,16 @@ every flow run's parameters, or resume a paused qualification (approve a release
 unauthenticated request. Now each embedded server has a random secret (basic auth) that only our
 own clients get: the flow's process, and `sparkgate approve/reject` from a second terminal, which
 read it from a 0600 file beside the server's advert.
+
+Second round: that server was not the only one. A Prefect call from a thread without Prefect's
+settings context found no API URL and started Prefect's own temporary server, unauthenticated,
+on the same database (anyone local could resume a paused run there); the root app's `/docs` and
+`/openapi.json` answered anyone; and the embedded run took the cluster's slot on its own server.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -21,6 +27,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.support.prefect_servers import prefect_servers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server]
 
@@ -37,6 +45,7 @@ class Embedded:
     env: dict[str, str]
     state: Path
     logs: Path
+    probe: dict[str, str | None]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +68,8 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
             assert run.poll() is None, run.communicate()
             assert time.monotonic() < deadline, "the embedded server never came up"
             time.sleep(0.2)
-        yield Embedded(ready.read_text().strip(), run.pid, env, root / "state", logs)
+        probe = json.loads(ready.with_name("url.probe.json").read_text())
+        yield Embedded(ready.read_text().strip(), run.pid, env, root / "state", logs, probe)
     finally:
         if run.poll() is None:
             run.send_signal(signal.SIGTERM)
@@ -109,6 +119,44 @@ def test_embedded_prefect_approve_from_a_second_process_still_works(embedded: Em
     assert "no paused qualification of r1 is waiting for a decision" in output, output
     assert "no `sparkgate qualify` of this project is running" not in output, output
     assert "Unauthorized" not in output, output
+
+
+def test_a_prefect_call_from_a_bare_thread_reaches_the_one_embedded_server(
+    embedded: Embedded,
+) -> None:
+    """A thread without Prefect's settings context used to start a temporary server of its own
+    (no secret, same database); it now reaches the run's server, with the secret."""
+    reached = str(embedded.probe["thread"])
+    assert reached.startswith(embedded.url), f"the thread reached another server: {reached}"
+    assert reached.endswith(" ok 0"), f"the thread was refused: {reached}"
+    servers = prefect_servers(embedded.state)
+    assert len(servers) == 1, f"more than one Prefect server for one run: {servers}"
+    port = embedded.url.split(":")[-1].split("/")[0]
+    assert port in servers[0].args, servers
+
+
+def test_embedded_server_answers_nothing_but_probes_without_the_secret(
+    embedded: Embedded,
+) -> None:
+    """Prefect guards its API only: the root app's docs and schema answered anyone."""
+    base = embedded.url.removesuffix("/api")
+    secret = next((embedded.state / "prefect" / "embedded-servers").glob("*.auth")).read_text()
+    with httpx.Client(timeout=30) as client:
+        for path in ("/docs", "/openapi.json", "/redoc", "/", "/api/docs", "/api/openapi.json"):
+            answer = client.get(base + path)
+            assert answer.status_code == 401, f"{path} answered {answer.status_code} unasked"
+        assert client.get(base + "/openapi.json", auth=_basic(secret.strip())).status_code == 200
+        assert client.get(base + "/api/ready").status_code == 200
+
+
+def test_embedded_run_takes_no_cluster_slot(embedded: Embedded) -> None:
+    """docs/scheduling-and-promotion.md: embedded mode takes no slot; it took one on its own
+    server, which a killed run left taken in the database for good."""
+    assert embedded.probe["slot"] is None, embedded.probe
+    secret = next((embedded.state / "prefect" / "embedded-servers").glob("*.auth")).read_text()
+    with httpx.Client(timeout=30, auth=_basic(secret.strip())) as client:
+        limit = client.get(f"{embedded.url}/v2/concurrency_limits/cluster:embedded-probe")
+        assert limit.status_code == 404, f"the embedded run created its slot: {limit.text}"
 
 
 def _basic(secret: str) -> tuple[str, str]:

@@ -8,7 +8,13 @@ import pytest
 
 from flows.errors import SpecError
 from flows.pipeline.deployments import resolve_spec
-from flows.pipeline.schedule import cluster_slot, slot_name, slot_wait_s
+from flows.pipeline.schedule import (
+    cluster_slot,
+    release_slot,
+    server_mode,
+    slot_name,
+    slot_wait_s,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,6 +24,22 @@ def test_embedded_mode_takes_no_slot() -> None:
 
     with temporary_settings(updates={PREFECT_API_URL: None}), cluster_slot("local") as held:
         assert held is None
+
+
+def test_the_embedded_servers_url_is_not_server_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded server's URL is in the settings while a run lives: it took a slot there."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: PLC0415
+
+    from flows.pipeline import embedded  # noqa: PLC0415
+
+    url = "http://127.0.0.1:9/api"
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        assert server_mode()  # a configured server
+        monkeypatch.setattr(embedded, "_embedded", [url])
+        assert not server_mode()
+        with cluster_slot("local") as held:
+            assert held is None
+        assert release_slot("local") == 0
 
 
 def test_slot_names_the_cluster() -> None:

@@ -124,7 +124,7 @@ class LogReader:
         stamp, body = _split_stamp(text)
         try:
             record = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # a line nested thousands deep is no event either
             return None
         if not isinstance(record, dict):
             return None

@@ -7,12 +7,18 @@ written to a file, or printed on a line), and looks the image up on that node's 
 prebuilt image is looked up the same way, without a command. Either way the image ID is what the
 record keeps and what every node must hold; `pinned` turns the release into one that names that
 ID, so later boots of the run, promotion and deploys adopt exactly that image and never build.
+
+The operator's `image_line` regex is matched only against the output's last `MATCHED_TAIL`
+characters, line by line up to `LINE_LIMIT` characters each, in a child process given
+`MATCH_TIME_S`: a pattern that backtracks catastrophically ends as a `BuildError` naming it,
+not as a build stage that never returns.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import re
 import shlex
 import time
@@ -36,6 +42,12 @@ from flows.spec.cluster import Cluster
 from flows.spec.release import Release
 
 OUTPUT_TAIL = 600
+MATCHED_TAIL = 1 << 20
+"""How much of the command's output (its end) `image_line` is matched against."""
+LINE_LIMIT = 4096
+"""Longer lines are not matched: an image name is printed on a short line."""
+MATCH_TIME_S = 20.0
+"""How long matching `image_line` may take before it is given up."""
 ReleaseBuild = ProcessBuild | ImageBuild
 """What a run's build stage made: a wheel (source builds) or an image (any build, docker)."""
 
@@ -46,7 +58,9 @@ ReleaseBuild = ProcessBuild | ImageBuild
 def tag_from_output(pattern: str, output: str) -> str | None:
     """The image name the build command printed: the group of the pattern's last match."""
     found = None
-    for line in output.splitlines():
+    for line in output[-MATCHED_TAIL:].splitlines():
+        if len(line) > LINE_LIMIT:
+            continue
         match = re.search(pattern, line)
         if match is not None and match.group(1):
             found = match.group(1).strip()
@@ -192,6 +206,21 @@ def adopt(endpoint: DockerEndpoint, reference: str, *, expected_id: str | None) 
     )
 
 
+def tag_in_time(node: str, pattern: str, output: str, seconds: float = MATCH_TIME_S) -> str | None:
+    """`tag_from_output` in a child process that is killed after `seconds` (a `re` match cannot
+    be interrupted in-process); BuildError naming the pattern when it runs out of time."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pending = pool.apply_async(tag_from_output, (pattern, output[-MATCHED_TAIL:]))
+        try:
+            found: str | None = pending.get(timeout=seconds)
+        except multiprocessing.TimeoutError as slow:
+            raise BuildError(
+                f"{node}: build.image_line /{pattern}/ took over {seconds:g} s on the build "
+                "command's output (a pattern that backtracks without end): make it simpler"
+            ) from slow
+    return found
+
+
 def _made_file(state: Path, key: str) -> Path:
     return state / "builds" / "made" / f"{key}.json"
 
@@ -245,7 +274,7 @@ def _run_command(transport: Transport, build: Build, say: LineSink) -> str:
         found = tag_from_file(transport.read_text(path))
         where = f"file {path}"
     else:
-        found = tag_from_output(str(build.image_line), output)
+        found = tag_in_time(transport.node, str(build.image_line), output)
         where = f"output (no line matches /{build.image_line}/)"
     if not found:
         raise BuildError(f"{transport.node}: `{shown}` named no image in its {where}")

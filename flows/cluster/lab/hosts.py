@@ -19,7 +19,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -32,6 +32,7 @@ SSHD = Path("/usr/sbin/sshd")
 STATE_FILE = "state.json"
 REQUIRED_TOOLS = ("ip", "ssh-keygen")
 _MAX_IFNAME = 15
+STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class LabPlan(BaseModel):
@@ -43,6 +44,10 @@ class LabPlan(BaseModel):
     nodes: int = Field(default=3, ge=1, le=16)
     subnet: ipaddress.IPv4Network = ipaddress.IPv4Network("198.18.0.0/24")
     docker: bool = False
+    session_path: tuple[str, ...] = Field(
+        default=(),
+        description="folders put first on PATH in every SSH session (a test double's commands)",
+    )
 
     @property
     def bridge(self) -> str:
@@ -117,10 +122,22 @@ class LabState(BaseModel):
 # -- pure renderings ----------------------------------------------------------------------------
 
 
-def sshd_config_text(address: str, host_dir: Path, authorized_keys: Path) -> str:
-    """An sshd config for one lab host: key auth only, root by key, own pid file and keys."""
+def sshd_config_text(
+    address: str,
+    host_dir: Path,
+    authorized_keys: Path,
+    session_env: Mapping[str, str] | None = None,
+) -> str:
+    """An sshd config for one lab host: key auth only, root by key, own pid file and keys.
+
+    `session_env` is set in every session (sshd's SetEnv), e.g. DOCKER_HOST naming the host's
+    own dockerd, so a `docker` command run over SSH reaches that host's daemon as on a real node.
+    """
+    pairs = [f"{key}={value}" for key, value in (session_env or {}).items()]
+    setenv = ["SetEnv " + " ".join(pairs)] if pairs else []  # sshd reads only the first SetEnv
     return "\n".join(
         [
+            *setenv,
             "Port 22",
             f"ListenAddress {address}",
             f"HostKey {host_dir / 'ssh_host_ed25519_key'}",
@@ -345,7 +362,11 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
     public_key = _keygen(host_dir / "ssh_host_ed25519_key", f"sparkgate-lab-{name}")
     config = host_dir / "sshd_config"
     address = str(plan.address(index))
-    config.write_text(sshd_config_text(address, host_dir, lab_dir / "authorized_keys"))
+    config.write_text(
+        sshd_config_text(
+            address, host_dir, lab_dir / "authorized_keys", _session_env(plan, name, lab_dir)
+        )
+    )
     host = LabHost(
         name=name,
         namespace=name,
@@ -360,6 +381,18 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
     _wait_for(lambda: _pid_in(pid_file) is not None, 10, f"sshd of {name} (see {log})")
     record.host(host.model_copy(update={"sshd_pid": _pid_in(pid_file)}))
     return public_key
+
+
+def _session_env(plan: LabPlan, name: str, lab_dir: Path) -> dict[str, str]:
+    """What an SSH session on host `name` sees: its own dockerd and the plan's extra PATH."""
+    env: dict[str, str] = {}
+    if plan.docker:
+        from flows.cluster.lab.dockerd import daemon_root  # noqa: PLC0415 - docker only when asked
+
+        env["DOCKER_HOST"] = f"unix://{daemon_root(name, lab_dir) / 'api.sock'}"
+    if plan.session_path:
+        env["PATH"] = ":".join([*plan.session_path, STANDARD_PATH])
+    return env
 
 
 def _start_dockerds(lab_dir: Path, record: _Recorder) -> list[str]:

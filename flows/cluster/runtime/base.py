@@ -138,10 +138,17 @@ class ReleaseTestHost(Protocol):
         ...
 
     def run_pytest(
-        self, gate: Sequence[str], changed: Mapping[str, Path], out_dir: Path, *, timeout: float
+        self,
+        gate: Sequence[str],
+        changed: Mapping[str, Path],
+        out_dir: Path,
+        *,
+        timeout: float,
+        options: Sequence[str] = ...,
     ) -> PytestRun:
-        """pytest on the gate files of a fresh copy of the tree with `changed` laid over it;
-        pytest.txt and junit.xml are kept in out_dir and the node's workspace removed."""
+        """pytest with `options` on the gate files of a fresh copy of the tree with `changed`
+        laid over it; pytest.txt and junit.xml are kept in out_dir and the node's workspace
+        removed."""
         ...
 
 

@@ -21,6 +21,7 @@ from flows.cluster.runtime.pytest_host import keep_results, put_all, pytest_argv
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, SparkgateError
 from flows.lines import LineSink
+from flows.spec.release_tests import PYTEST_OPTIONS
 
 
 class ImageContainers(Protocol):
@@ -65,11 +66,16 @@ def image_tree(output: str, tree: str = IMAGE_TREE) -> list[str]:
 
 
 def container_argv(
-    python: str, workspace: str, gate: Sequence[str], tree: str = IMAGE_TREE
+    python: str,
+    workspace: str,
+    gate: Sequence[str],
+    tree: str = IMAGE_TREE,
+    options: Sequence[str] = PYTEST_OPTIONS,
 ) -> list[str]:
     """Stage the image's tree and the overlay in the workspace, then pytest there (pure)."""
     staged = f"{workspace}/tree"
-    return ["sh", "-c", _STAGE.format(tree=tree), workspace, *pytest_argv(python, staged, gate)]
+    pytest = pytest_argv(python, staged, gate, options)
+    return ["sh", "-c", _STAGE.format(tree=tree), workspace, *pytest]
 
 
 class ImageTestHost:
@@ -108,16 +114,23 @@ class ImageTestHost:
         return image_tree(output, self._tree)
 
     def run_pytest(
-        self, gate: Sequence[str], changed: Mapping[str, Path], out_dir: Path, *, timeout: float
+        self,
+        gate: Sequence[str],
+        changed: Mapping[str, Path],
+        out_dir: Path,
+        *,
+        timeout: float,
+        options: Sequence[str] = PYTEST_OPTIONS,
     ) -> PytestRun:
-        """pytest in a one-shot container with the cluster's run arguments; files kept."""
+        """pytest in a one-shot container with the cluster's run arguments (and the node's
+        rank environment: the recipe's HF_HUB_OFFLINE=1); files kept."""
         transport, workspace = self._transport, workspace_in(self._workdir)
         transport.run(["mkdir", "-p", "--", workspace], timeout=60, check=True)
         if changed:
             put_all(transport, PurePosixPath(workspace) / "overlay", changed)
         self._ranks.hand_over(self.node, [workspace])
         self._say(f"{self.node}: pytest on {len(gate)} gate files in the release image")
-        argv = container_argv(self._python, workspace, gate, self._tree)
+        argv = container_argv(self._python, workspace, gate, self._tree, options)
         try:
             rc, output = self._ranks.one_shot(
                 self.node, "release-tests", argv, [workspace], timeout,

@@ -23,6 +23,7 @@ from flows.errors import BuildError, SparkgateError
 from flows.fileio import marker_digest, sha256_file, write_text
 from flows.lines import LineSink
 from flows.secrets import explicit_env
+from flows.spec.release_tests import PYTEST_OPTIONS
 
 TREE_MARKER = ".sparkgate-tree.json"
 # Files of the engine tree the tests need on a node: the tests and pytest's configuration.
@@ -42,9 +43,15 @@ def tree_files(engine_dir: Path) -> dict[str, Path]:
     return found
 
 
-def pytest_argv(python: str, workspace: str, gate_files: Sequence[str]) -> list[str]:
-    """pytest on the gate files with JUnit XML (xunit1 keeps each test's file); a file that
-    fails to import is reported as an error while the other files still run.
+def pytest_argv(
+    python: str,
+    workspace: str,
+    gate_files: Sequence[str],
+    options: Sequence[str] = PYTEST_OPTIONS,
+) -> list[str]:
+    """pytest with the release's `options` (the recipe's runner: `-q --noconftest -p
+    no:cacheprovider -rfE`) on the gate files, with JUnit XML (xunit1 keeps each test's file);
+    a file that fails to import is reported as an error while the other files still run.
 
     The tests' temporary folders live in the workspace (`--basetemp`), so they go with it: by
     default pytest numbers them under the node's /tmp and, when a session ends, deletes the
@@ -52,8 +59,8 @@ def pytest_argv(python: str, workspace: str, gate_files: Sequence[str]) -> list[
     release-test run spent 48 s of its 101 s deleting CI's folders.
     """
     return [
-        python, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", "-q",
-        "--continue-on-collection-errors", f"--junitxml={workspace}/junit.xml",
+        python, "-m", "pytest", *options, "--continue-on-collection-errors",
+        f"--junitxml={workspace}/junit.xml",
         "-o", "junit_family=xunit1", f"--basetemp={workspace}/{BASETEMP}",
         "--rootdir", workspace, *gate_files,
     ]  # fmt: skip
@@ -137,7 +144,13 @@ class ProcessTestHost:
         return list_tree(self._transport, self._tree)
 
     def run_pytest(
-        self, gate: Sequence[str], changed: Mapping[str, Path], out_dir: Path, *, timeout: float
+        self,
+        gate: Sequence[str],
+        changed: Mapping[str, Path],
+        out_dir: Path,
+        *,
+        timeout: float,
+        options: Sequence[str] = PYTEST_OPTIONS,
     ) -> PytestRun:
         """Copy the tree to a fresh workspace, lay the changed files over it, run pytest."""
         transport, workspace = self._transport, workspace_in(self._workdir)
@@ -148,7 +161,7 @@ class ProcessTestHost:
         self._say(f"{transport.node}: pytest on {len(gate)} gate files")
         try:
             argv = ["sh", "-c", f'exec {explicit_env()} "$@"', "sh"]
-            argv += pytest_argv(self._python, workspace, gate)
+            argv += pytest_argv(self._python, workspace, gate, options)
             result = transport.run(argv, timeout=timeout, cwd=workspace)
             rc, output = result.rc, f"{result.stdout}\n{result.stderr}"
         except SparkgateError as error:  # a timeout: keep whatever pytest wrote

@@ -5,12 +5,15 @@ through a shell: argv is handed to the kernel as a list, so nothing in it is int
 A command runs in a session of its own (a terminal's Ctrl-C reaches only us), so when we are
 interrupted while waiting for it (Ctrl-C, or SIGTERM turned into one) its whole process group is
 stopped before the interrupt goes on: no pytest, pip or model preparation is left running.
+A result keeps only the end of a command's output (`OUTPUT_KEPT` per stream), and at a timeout
+any process still holding the output pipes (a daemon that left the session) is killed too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -28,6 +31,9 @@ from flows.cluster.transport.base import (
 from flows.errors import TransportError
 
 INTERRUPT_GRACE_S = 2.0
+OUTPUT_KEPT = 16 << 20
+"""The most of each output stream a command's result keeps: its end (a build's 300 MB log
+held whole cost ~900 MiB of memory)."""
 
 
 def _stop_group(child: subprocess.Popen[bytes]) -> None:
@@ -43,6 +49,70 @@ def _stop_group(child: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _read_tails(child: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes]:
+    """The last `OUTPUT_KEPT` bytes of the child's stdout and stderr (a line saying how much was
+    cut first), read until both close and the child exits; TimeoutExpired past `timeout`."""
+    deadline = time.monotonic() + timeout
+    streams = [stream for stream in (child.stdout, child.stderr) if stream is not None]
+    tails = {stream.fileno(): bytearray() for stream in streams}
+    cut = dict.fromkeys(tails, 0)
+    with selectors.DefaultSelector() as selector:
+        for stream in streams:
+            selector.register(stream.fileno(), selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(child.args, timeout)
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                tail = tails[key.fd]
+                tail += chunk
+                if len(tail) > OUTPUT_KEPT:
+                    cut[key.fd] += len(tail) - OUTPUT_KEPT
+                    del tail[: len(tail) - OUTPUT_KEPT]
+    for stream in streams:
+        stream.close()
+    child.wait(timeout=max(deadline - time.monotonic(), 0.001))
+    kept = [
+        (f"[... {cut[fd]} bytes cut ...]\n".encode() if cut[fd] else b"") + bytes(tails[fd])
+        for fd in tails
+    ]
+    return (kept[0], kept[1]) if len(kept) == 2 else (b"", b"")
+
+
+def _drain_or_kill_holders(child: subprocess.Popen[bytes]) -> None:
+    """Reap a killed child; a process that left its session (a daemon) but still holds its
+    output pipes would keep `communicate` waiting past any timeout, so it is killed too."""
+    try:
+        child.communicate(timeout=INTERRUPT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pid in _pipe_holders(child):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.communicate(timeout=INTERRUPT_GRACE_S)
+    child.wait()
+
+
+def _pipe_holders(child: subprocess.Popen[bytes]) -> set[int]:
+    """Other processes holding the child's stdout or stderr pipe open (from /proc)."""
+    pipes = {
+        f"pipe:[{os.fstat(stream.fileno()).st_ino}]"
+        for stream in (child.stdout, child.stderr)
+        if stream is not None and not stream.closed
+    }
+    holders = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            if any(str(fd.readlink()) in pipes for fd in fd_dir.iterdir()):
+                holders.add(int(fd_dir.parent.name))
+    holders.discard(os.getpid())
+    return holders
 
 
 class LocalTransport:
@@ -81,11 +151,11 @@ class LocalTransport:
         except OSError as error:
             raise TransportError(f"{self.node}: cannot run {argv[0]!r}: {error}") from error
         try:
-            out, err = child.communicate(timeout=timeout)
+            out, err = _read_tails(child, timeout)
         except subprocess.TimeoutExpired as expired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
+            _drain_or_kill_holders(child)
             raise TransportError(
                 f"{self.node}: `{argv[0]}` timed out after {timeout:g} s"
             ) from expired

@@ -23,11 +23,13 @@ from flows.cluster.boot.session import load_session, stop_session
 from flows.cluster.runtime.base import PytestRun
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.pytest_host import tree_files
+from flows.errors import SpecError
 from flows.fileio import sha256_file
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
 from flows.gates.plan import PlanContext, PlanStep
+from flows.gates.release_tests.checkout import classification_for
 from flows.gates.release_tests.plan import plan_steps
 from flows.gates.release_tests.rules import (
     NAME,
@@ -40,7 +42,6 @@ from flows.gates.release_tests.rules import (
 )
 from flows.gates.release_tests.story import RELEASE_TESTS_STORY, ReleaseTestsStory
 from flows.gates.release_tests.summary import ReleaseTestsSummary
-from flows.spec.load import load_model
 from flows.spec.release import ReleaseTestsGate
 from flows.spec.release_tests import ReleaseTests
 
@@ -99,7 +100,10 @@ class ReleaseTestsRunner:
         nodes = {node.name: node for node in cluster.nodes}
         if node_name not in nodes or node_name not in context.transports:
             return failed(f"release tests node {node_name!r} is not in the cluster")
-        classification = load_model(settings.classification, ReleaseTests)
+        try:
+            classification = classification_for(cluster, settings, context.transports, files)
+        except SpecError as error:
+            return failed(f"release-tests classification: {error}")
         running = load_session(context.state, cluster.name)
         if running is not None:
             say(f"stopping {running.release} on {cluster.name}: release tests run on a stopped "
@@ -122,7 +126,10 @@ class ReleaseTestsRunner:
             _passed, reason = verdict(selection, [], 0)
             return failed(reason, summary=summary(selection, [], _since(began), node_name))
         overlaid = {name: overlay[name] for name in changed}
-        run = host.run_pytest(selection.gate, overlaid, files.root, timeout=settings.timeout_s)
+        run = host.run_pytest(
+            selection.gate, overlaid, files.root,
+            timeout=settings.timeout_s, options=settings.pytest_options,
+        )  # fmt: skip
         outcomes, rc = outcomes_of(run, selection), run.rc
         passed, reason = verdict(selection, outcomes, rc)
         return GateVerdict(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,17 @@ class ShortNode:
         )
 
 
+class RecipeImageDaemon:
+    """A node daemon that only answers what the recipe image's entrypoint is (`vllm serve`,
+    checked before a docker-run start)."""
+
+    def __init__(self) -> None:
+        self.api = self
+
+    def inspect_image(self, image: str) -> dict[str, Any]:
+        return {"Config": {"Entrypoint": ["vllm", "serve"]}}
+
+
 def test_the_docker_runtime_refuses_to_start_a_rank_below_the_startup_guard(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -77,7 +89,7 @@ def test_the_docker_runtime_refuses_to_start_a_rank_below_the_startup_guard(
     runtime_spec = cluster.runtime.model_copy(update={"memory_guard": RECIPE_GUARD})
     cluster = cluster.model_copy(update={"runtime": runtime_spec})
     release = load_model(RECIPE / "releases" / "r6x.yaml", Release)
-    monkeypatch.setattr(docker_ranks, "connect", lambda endpoint: object())
+    monkeypatch.setattr(docker_ranks, "connect", lambda endpoint: RecipeImageDaemon())
     monkeypatch.setattr(docker_ranks, "run_rank", lambda *a: pytest.fail("a rank was started"))
     runtime = docker_ranks.DockerRanks(
         cluster,

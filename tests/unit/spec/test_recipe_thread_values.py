@@ -59,6 +59,16 @@ def _rank_containers(capsys: pytest.CaptureFixture[str], release: str) -> list[d
     return [s["detail"]["container"] for s in starts if s["stage"] == first]
 
 
+def _mount_sources(container: dict[str, Any]) -> dict[str, str]:
+    """Target -> source of every mount and bind (docker-run parity creates the cluster's mounts
+    as `--volume` binds, the run arguments' `--mount` as a mount)."""
+    sources = {m["Target"]: m["Source"] for m in container.get("mounts", [])}
+    for bind in container.get("volumes", []):
+        source, target, _mode = bind.rsplit(":", 2)
+        sources[target] = source
+    return sources
+
+
 @pytest.mark.parametrize("release", ["r6x.yaml", "r6y.yaml"])
 def test_the_triangle_plan_serves_1017_at_1m_with_no_cost_scale(
     capsys: pytest.CaptureFixture[str], release: str
@@ -76,7 +86,7 @@ def test_the_triangle_plan_serves_1017_at_1m_with_no_cost_scale(
         env = container["environment"]
         assert "SPARK3_DSPARK_COST_DIR" not in env
         assert "SPARKNET_ROCE_SPIN_LIMIT" not in env
-        sources = {m["Target"]: m["Source"] for m in container["mounts"]}
+        sources = _mount_sources(container)
         snapshot = f"models--deepseek-ai--DeepSeek-V4.1-Flash-1017/snapshots/{REVISION}"
         assert sources["/models"].endswith(snapshot)
     for name in ("r6x.yaml", "r6y.yaml"):

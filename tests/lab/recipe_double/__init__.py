@@ -1,0 +1,13 @@
+"""The recipe double: lab hosts that meet sparkgate where the recipe's DGX Sparks would.
+
+A docker lab (namespace hosts, each with its own dockerd) becomes three "Sparks":
+- each host has a home folder under the lab with the recipe's paths in it: the HF-cache snapshot
+  of the pinned checkpoint (a bundled-engine model made with `make-model`), the display device's
+  by-path node (a plain file standing in for the GB10's DRM card) and `/dev/infiniband`'s
+  stand-in, and a `uname`/`getconf` that answer as the recipe's preflight expects;
+- the head holds a git checkout of the double's recipe (`checkout.py`): `bin/spark`
+  (`spark_double.py`), `config/cluster.json`, a lock naming the base image, and `docker/` with the
+  image's Dockerfile, its entry point `vllm` (`vllm_double.py`) and the tests tree;
+- the image (`image/Dockerfile`) runs as root on top of the bundled engine's image, with the
+  tests at /opt/spark3/candidate/vllm and `vllm serve` as its entry point.
+"""

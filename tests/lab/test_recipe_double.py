@@ -1,0 +1,229 @@
+"""The recipe double behaves like the recipe where sparkgate touches it.
+
+Three namespace hosts with their own dockerd (tests/lab/recipe_double): over SSH on the head, the
+double's checkout runs `bin/spark build image --apply` as the recipe's does: it refuses an
+unprepared build directory and an untracked file, prints the recipe's `built TAG sha256:...`
+line (which r6y's `image_line` reads), and refuses a tag that exists. The image runs as root;
+a rank with the display carve-out on and no display device refuses to start with vLLM patch
+0021's error; with the device, a one-rank boot of the image serves the model bind-mounted from an
+HF-cache snapshot path, logs lines the vllm-recipe profile reads as its phases, and leaves its
+caches owned by root.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from flows.cluster.boot.timeline import LogReader
+from flows.cluster.build.release_image import build_for
+from flows.cluster.lab.hosts import LabPlan, LabState
+from flows.cluster.transport.factory import TransportPool
+from flows.spec.cluster import Cluster
+from flows.spec.engine import EngineProfile
+from flows.spec.load import load_model
+from flows.spec.release import Release
+from tests.lab.recipe_double import double
+from tests.support.lab import docker_lab as docker_lab_up
+from tests.support.paths import ROOT
+
+from .test_lab_docker_boot import DOCKER_CACHE
+
+pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+SHIMS = ROOT / ".sparkgate" / "recipe-double" / "bin"
+PLAN = LabPlan(
+    prefix="sg-r", nodes=3, subnet=ipaddress.IPv4Network("198.18.13.0/24"), docker=True,
+    session_path=(str(SHIMS),),
+)  # fmt: skip
+LAB_DIR = ROOT / ".sparkgate" / "test-lab-rd"  # short: unix socket paths are limited
+R6X = "vllm-ds41f-kkref:19f2c20ed4d6-r6x"
+R6Y = "vllm-ds41f-kkref:19f2c20ed4d6-r6y"
+SNAPSHOT = (
+    "/home/swank/.cache/huggingface/hub/models--deepseek-ai--DeepSeek-V4.1-Flash-1017/snapshots/"
+    "1bae0e1088993b9b82de08f59de5be5a34e42170"
+)
+# r6y's image_line (examples/spark-ds41f/releases/r6y.yaml).
+IMAGE_LINE = re.compile(r"^built (\S+) sha256:[0-9a-f]+ in ", re.MULTILINE)
+PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
+
+
+@pytest.fixture(scope="module")
+def docker_lab() -> Iterator[LabState]:
+    """The docker lab, its dockerds able to start `--gpus=all` containers (the double's hook)."""
+    double.write_shims(SHIMS)
+    hook = double.write_gpu_hook(SHIMS.parent / "gpu")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", f"{hook}:{os.environ['PATH']}")
+        with docker_lab_up(PLAN, LAB_DIR) as state:
+            yield state
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_lab: LabState) -> Cluster:
+    assert docker_lab.cluster_file is not None
+    return load_model(docker_lab.cluster_file, Cluster)
+
+
+@pytest.fixture(scope="module")
+def base_image(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The bundled engine's image on the head (the double's base), from the cached docker inputs."""
+    state = tmp_path_factory.mktemp("state")
+    (state / "cache").mkdir()
+    DOCKER_CACHE.mkdir(parents=True, exist_ok=True)
+    (state / "cache" / "docker").symlink_to(DOCKER_CACHE)
+    release = load_model(ROOT / "releases" / "r1.yaml", Release)
+    return build_for(cluster, release, state).built.tag
+
+
+def _daemon(cluster: Cluster, index: int) -> docker.DockerClient:
+    url = cluster.nodes[index].overrides.docker_daemon
+    assert url is not None
+    return docker.DockerClient(base_url=url)
+
+
+def test_the_build_refuses_what_the_recipe_refuses_and_prints_the_built_line(
+    cluster: Cluster, base_image: str, tmp_path: Path
+) -> None:
+    checkout = tmp_path / "spark-ds41f"
+    double.make_checkout(checkout, base_image=base_image, tag=R6X, tests=["tests/test_x.py"])
+    build = ["bin/spark", "--cluster-config", "config/cluster.json", "build", "image", "--apply"]
+    head = _daemon(cluster, 0)
+    try:
+        with TransportPool(cluster) as pool:
+            ssh = pool.node(cluster.head.name)
+            assert ssh.run(["docker", "info", "--format", "{{.Name}}"]).ok  # the head's dockerd
+
+            unprepared = ssh.run(build, cwd=str(checkout))
+            assert unprepared.rc == 1
+            assert "is not prepared; run bin/spark build prepare" in unprepared.stdout
+
+            assert ssh.run(["bin/spark", "build", "prepare"], cwd=str(checkout)).ok
+            (checkout / "sparkgate.lock").write_text("{}\n")  # what issue 26 item 3 is about
+            dirty = ssh.run(build, cwd=str(checkout))
+            assert dirty.rc == 1
+            assert "the image records the deployment commit; commit changes first" in dirty.stdout
+            (checkout / "sparkgate.lock").unlink()
+
+            built = ssh.run(build, cwd=str(checkout), timeout=900)
+            assert built.rc == 0, built.stdout + built.stderr[-3000:]
+            line = IMAGE_LINE.search(built.stdout)
+            assert line is not None, built.stdout
+            assert line.group(1) == R6X
+            image = head.images.get(R6X)
+            assert f"built {R6X} {image.id} in " in built.stdout
+            assert image.attrs["Config"]["User"] in ("", "root", "0")
+            assert image.attrs["Config"]["Entrypoint"] == ["vllm", "serve"]
+            assert image.labels["local.spark3.vllm.tree"] == "double-r6x"
+            receipts = list(checkout.glob(".work/build/*/images/*.json"))
+            assert [r.name for r in receipts] == [f"{image.id.removeprefix('sha256:')[:16]}.json"]
+
+            again = ssh.run(build, cwd=str(checkout))
+            assert again.rc == 1
+            assert (
+                f"{R6X} already exists here; pass --tag with a new tag rather than overwrite it"
+                in again.stderr
+            )
+            listed = ssh.run(["docker", "run", "--rm", "--entrypoint", "ls", R6X,
+                              "/opt/spark3/candidate/vllm/tests"])  # fmt: skip
+            assert listed.stdout.split() == ["test_x.py"]
+    finally:
+        head.close()
+
+
+def test_a_rank_refuses_without_the_display_device_and_serves_with_it_as_root(
+    cluster: Cluster, base_image: str, tmp_path: Path
+) -> None:
+    root = LAB_DIR / "spark"
+    double.make_spark_files(root, SNAPSHOT)
+    checkout = tmp_path / "spark-ds41f"
+    double.make_checkout(checkout, base_image=base_image, tag=R6Y, tests=["tests/test_x.py"])
+    head = _daemon(cluster, 0)
+    address = cluster.head.address
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    profile = load_model(PROFILE, EngineProfile)
+    env = {key: value for key, value in profile.launch.env.items() if "{" not in value}
+    argv = ["/models", "--served-model-name", "deepseek-v4.1-flash", "--host", "0.0.0.0",
+            "--port", "8000", "--tensor-parallel-size", "1", "--nnodes", "1", "--node-rank", "0",
+            "--master-addr", address, "--master-port", "9999", "--max-num-seqs", "8"]  # fmt: skip
+    snapshot = root / SNAPSHOT.lstrip("/")
+    mounts = [  # the snapshot's entries link to ../../blobs, as in the HF hub cache
+        docker.types.Mount("/models", str(snapshot), type="bind", read_only=True),
+        docker.types.Mount(
+            "/blobs", str(snapshot.parents[1] / "blobs"), type="bind", read_only=True
+        ),
+        docker.types.Mount("/cache", str(cache), type="bind"),
+    ]
+    try:
+        with TransportPool(cluster) as pool:
+            ssh = pool.node(cluster.head.name)
+            assert ssh.run(["bin/spark", "build", "prepare"], cwd=str(checkout)).ok
+            built = ssh.run(
+                ["bin/spark", "build", "image", "--apply"], cwd=str(checkout), timeout=900
+            )
+            assert built.rc == 0 or "already exists here" in built.stderr, built.stderr[-2000:]
+
+        refused = head.containers.run(
+            R6Y, argv, environment=env, mounts=mounts, network_mode="host", detach=True
+        )
+        assert refused.wait(timeout=120)["StatusCode"] == 1
+        said = refused.logs().decode()
+        refused.remove()
+        assert (
+            "SPARK3_DISPLAY_CARVEOUT_WEIGHTS=1 but the display carve-out cannot hold 848 MiB of "
+            "weights (/dev/dri/card0:" in said
+        )
+        assert "EngineCore failed to start." in said
+        assert not any(cache.rglob("*"))  # refused before any cache write
+
+        display = str(root / double.DISPLAY_NODE.lstrip("/"))
+        serving = head.containers.run(
+            R6Y, argv, environment=env, network_mode="host", detach=True,
+            mounts=[*mounts, docker.types.Mount("/dev/dri/card0", display, type="bind")],
+            device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],
+        )  # fmt: skip
+        try:
+            models = _wait_for_models(f"http://{address}:8000/v1/models", serving)
+            assert [m["id"] for m in models["data"]] == ["deepseek-v4.1-flash"]
+            logs = serving.logs(timestamps=True).decode()
+        finally:
+            serving.stop(timeout=10)
+            serving.remove()
+        events = LogReader(profile.logs, node=cluster.head.name, rank=0).read(logs.splitlines())
+        names = [event.name for event in events]
+        for phase in ("weights_loaded", "rendezvous", "ready"):
+            assert phase in names, logs[-3000:]
+        written = [p for p in cache.rglob("*") if p.is_file()]
+        assert written, "the rank wrote no cache"
+        assert {p.stat().st_uid for p in written} == {0}
+        assert (cache / "kkref" / "jit" / "tilelang").is_dir()  # the profile's kernel cache
+    finally:
+        head.close()
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _wait_for_models(
+    url: str, container: object, timeout: float = 300
+) -> dict[str, list[dict[str, str]]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                document = json.loads(answer.read())
+                assert isinstance(document, dict)
+                return document
+        except OSError:
+            time.sleep(1)
+    logs = container.logs().decode()[-3000:]  # type: ignore[attr-defined]
+    raise AssertionError(f"{url} never answered: {logs}")

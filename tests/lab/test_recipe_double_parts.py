@@ -1,0 +1,162 @@
+"""The recipe double's pure parts, without root or docker.
+
+The entry point maps the recipe's serve argv onto the bundled engine's documented options, and
+every line it prints for an engine event is read by the vllm-recipe profile as that event's phase.
+The lab overlay of the example triangle changes only addresses, users and paths: every other
+value of the resolved cluster is the example's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flows.cluster.boot.timeline import LogReader
+from flows.cluster.lab.hosts import LabPlan, sshd_config_text
+from flows.spec.cluster import Cluster
+from flows.spec.engine import EngineProfile
+from flows.spec.load import load_model
+from tests.lab.recipe_double import double, vllm_double
+from tests.support.paths import ROOT
+
+PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
+TRIANGLE = ROOT / "examples" / "spark-ds41f" / "clusters" / "tp3-triangle.yaml"
+SERVE = ["serve", "/models", "--served-model-name", "deepseek-v4.1-flash", "--host", "0.0.0.0",
+         "--port", "8000", "--tensor-parallel-size", "3", "--block-size", "256",
+         "--enable-prefix-caching", "--max-num-seqs", "8", "--nnodes", "3", "--node-rank", "1",
+         "--master-addr", "10.0.1.71", "--master-port", "9999", "--headless"]  # fmt: skip
+
+
+def test_the_recipe_argv_becomes_the_engines_options() -> None:
+    options = vllm_double.parse(SERVE)
+    env = {"TILELANG_CACHE_DIR": "/cache/kkref/jit/tilelang",
+           "TRITON_CACHE_DIR": "/cache/kkref/jit/triton"}  # fmt: skip
+    argv = vllm_double.engine_argv(options, env)
+    assert argv[1:4] == ["-m", "sparkengine", "serve"]
+    flags = dict(zip(argv[4::2], argv[5::2], strict=False))
+    assert flags["--rank"] == "1"
+    assert flags["--nnodes"] == "3"
+    assert flags["--head"] == "10.0.1.71:9999"
+    assert flags["--model"] == "/models"
+    assert flags["--served-model-name"] == "deepseek-v4.1-flash"
+    assert flags["--max-seqs"] == "8"
+    assert "kernels=/cache/kkref/jit/tilelang" in argv
+    assert "jit=/cache/kkref/jit/triton" in argv
+    assert "--host" not in argv  # a headless worker serves no API
+
+
+@pytest.mark.parametrize(
+    ("record", "phase"),
+    [
+        ({"event": "loaded", "seconds": 1.5}, "weights_loaded"),
+        ({"event": "rendezvous", "seconds": 0.1}, "rendezvous"),
+        ({"event": "ready", "port": 8000}, "ready"),
+        ({"event": "compile_after_freeze", "family": "mlp"}, "compile_after_preparation"),
+        (
+            {"event": "collective_failure", "peer": 2, "seq": 24, "timeout_s": 10},
+            "collective_failure",
+        ),
+        ({"event": "fatal", "error": "ModelError", "message": "bad"}, "fatal"),
+    ],
+)
+def test_each_engine_event_prints_a_line_the_recipe_profile_reads_as_its_phase(
+    record: dict[str, Any], phase: str, tmp_path: Path
+) -> None:
+    profile = load_model(PROFILE, EngineProfile)
+    options = vllm_double.parse([*SERVE[:-1], "--model-dir-unused"])
+    options.model = str(tmp_path)
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        vllm_double.translate(record, vllm_double.Lines(1), options)
+    reader = LogReader(profile.logs, node="dgx2", rank=1)
+    events = reader.read(printed.getvalue().splitlines())
+    assert phase in [event.name for event in events], printed.getvalue()
+    raw = reader.read([json.dumps({"ts": "2026-12-06T00:00:00+00:00", **record})])
+    assert raw == []  # the passed-through JSON line is never read as a second event
+
+
+def test_the_rank_refuses_without_the_display_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARK3_DISPLAY_CARVEOUT_WEIGHTS", "1")
+    monkeypatch.setattr(vllm_double, "DRM_NODE", "/nonexistent/card0")
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        assert vllm_double.refuse_without_display_device(vllm_double.Lines(0))
+    assert (
+        "display carve-out cannot hold 848 MiB of weights (/nonexistent/card0:"
+        in printed.getvalue()
+    )
+    profile = load_model(PROFILE, EngineProfile)
+    reader = LogReader(profile.logs, node="dgx1", rank=0)
+    assert [e.name for e in reader.read(printed.getvalue().splitlines())] == ["fatal"]
+    monkeypatch.setenv("SPARK3_DISPLAY_CARVEOUT_WEIGHTS", "0")
+    assert not vllm_double.refuse_without_display_device(vllm_double.Lines(0))
+
+
+def _without(document: Any, root: str) -> Any:
+    """The document with the lab's root taken out of every path (what the overlay moved)."""
+    if isinstance(document, str):
+        return document.replace(root, "")
+    if isinstance(document, list):
+        return [_without(item, root) for item in document]
+    if isinstance(document, dict):
+        return {key: _without(value, root) for key, value in document.items()}
+    return document
+
+
+def test_the_lab_overlay_changes_only_addresses_users_and_paths(tmp_path: Path) -> None:
+    example = load_model(TRIANGLE, Cluster)
+    lab = {
+        "transport": {"user": "root", "key_file": "/lab/key", "known_hosts": "/lab/kh"},
+        "nodes": [{"address": f"198.18.13.{10 + i}",
+                   "overrides": {"docker_daemon": f"unix:///lab/{i}.sock"}} for i in range(3)],
+    }  # fmt: skip
+    root = tmp_path / "spark"
+    workdirs = {node.name: f"{root}/{node.name}{double.RECIPE_CHECKOUT}" for node in example.nodes}
+    changes = double.lab_overlay(example.model_dump(mode="json"), lab, root, workdirs)
+    overlay = TRIANGLE.with_name("lab-triangle-test.yaml")
+    try:
+        overlay.write_text(yaml.safe_dump({"kind": "cluster", "extends": TRIANGLE.name,
+                                           "set": changes}))  # fmt: skip
+        moved = load_model(overlay, Cluster).model_dump(mode="json")
+    finally:
+        overlay.unlink()
+    original = example.model_dump(mode="json")
+    assert moved["runtime"]["run_args"][-2].startswith(f"--mount=type=bind,source={root}/dev/dri")
+    assert f"--device={root}/dev/infiniband:/dev/infiniband" in moved["runtime"]["run_args"]
+    for node, lab_node in zip(moved["nodes"], lab["nodes"], strict=True):
+        assert node["address"] == lab_node["address"]
+        assert node["overrides"]["docker_daemon"] == lab_node["overrides"]["docker_daemon"]
+        assert node["workdir"] == workdirs[node["name"]]
+        node["address"], node["overrides"]["docker_daemon"] = None, None
+        node["workdir"] = double.RECIPE_CHECKOUT
+    for node in original["nodes"]:
+        node["address"], node["workdir"] = None, double.RECIPE_CHECKOUT
+        node["overrides"]["docker_daemon"] = None
+    assert moved["engine"]["ready"]["url"] == "http://{address}:{port}/v1/models"
+    moved["engine"]["ready"]["url"] = original["engine"]["ready"]["url"]  # an address
+    for key in ("user", "key_file", "known_hosts"):
+        assert moved["transport"][key] == lab["transport"][key]
+        moved["transport"][key] = original["transport"][key] = None
+    for index, argument in enumerate(original["runtime"]["run_args"]):
+        if argument == "--device=/dev/infiniband":  # the lab device folder at the same target
+            original["runtime"]["run_args"][index] = "--device=/dev/infiniband:/dev/infiniband"
+    assert _without(moved, str(root)) == original
+
+
+def test_a_docker_lab_session_reaches_its_own_daemon_and_the_extra_path(tmp_path: Path) -> None:
+    plan = LabPlan(prefix="sg-x", docker=True, session_path=("/double/bin",))
+    from flows.cluster.lab.hosts import _session_env  # noqa: PLC0415 - private, tested here
+
+    env = _session_env(plan, "sg-x-0", tmp_path)
+    assert env["DOCKER_HOST"] == f"unix://{tmp_path.resolve()}/docker/sg-x-0/api.sock"
+    assert env["PATH"].startswith("/double/bin:/usr/local/sbin:")
+    text = sshd_config_text("198.18.0.10", tmp_path, tmp_path / "keys", env)
+    setenv = [line for line in text.splitlines() if line.startswith("SetEnv ")]
+    assert setenv == [f"SetEnv DOCKER_HOST={env['DOCKER_HOST']} PATH={env['PATH']}"]  # one line
+    assert _session_env(LabPlan(prefix="sg-x"), "sg-x-0", tmp_path) == {}
