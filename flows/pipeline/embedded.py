@@ -42,8 +42,8 @@ from pathlib import Path
 
 from flows.engine_api.ready import probe_ready
 from flows.errors import SparkgateError
+from flows.fileio import write_text
 from flows.net import free_port
-from flows.record.atomic import write_text
 
 HEALTH_POLL_S = 0.2
 STOP_GRACE_S = 10.0

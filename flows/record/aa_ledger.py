@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.bench.ledger import Ledger, merge
+from flows.fileio import sha256_file
 from flows.gates.base import GateContext
-from flows.record.atomic import sha256_file
 from flows.record.model import Record
 from flows.record.reader import list_records
 from flows.spec.release import BenchmarkGate

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flows.fileio import write_text
 from flows.gates.markdown import DASH, markdown_table
 from flows.gates.registry import GATES
 from flows.record import tables
-from flows.record.atomic import write_text
 from flows.record.model import Record
 from flows.record.reader import list_records
 

@@ -20,11 +20,11 @@ import json
 from pathlib import Path
 
 from flows.errors import RecordError
+from flows.fileio import sha256_file
 from flows.gates.base import GateResult
 from flows.gates.registry import REGISTRY
 from flows.gates.story import RecordView
 from flows.record import tables
-from flows.record.atomic import sha256_file
 from flows.record.legacy import upgrade_result
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
 from flows.record.reader import list_records, read_record

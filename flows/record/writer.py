@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from flows.errors import RecordError
+from flows.fileio import dump_json, sha256_file, write_json, write_text
 from flows.gates.base import GateResult
 from flows.gates.registry import REGISTRY
-from flows.record.atomic import dump_json, sha256_file, write_json, write_text
 from flows.record.legacy import upgrade_result
 from flows.record.model import (
     README_FILE,

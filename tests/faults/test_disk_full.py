@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from flows import fileio
 from flows.errors import DiskFullError
-from flows.record import atomic
 from flows.record.index import write_index
 from flows.record.reader import read_record
 from flows.record.writer import open_record
@@ -49,7 +49,7 @@ def test_a_record_write_on_a_full_disk_keeps_the_previous_version(
     benchmark = bench_result(writer.stage_dir("benchmark"))
     fill(small_disk)
     with pytest.raises(DiskFullError, match=r"No space left on device.*previous version is intact"):
-        atomic.write_json(record_file, {"big": "x" * 100_000})
+        fileio.write_json(record_file, {"big": "x" * 100_000})
     assert record_file.read_bytes() == before
     with pytest.raises(DiskFullError, match="No space left on device"):
         writer.save_stage(benchmark)
@@ -66,7 +66,7 @@ def test_the_index_on_a_full_disk_keeps_the_previous_index(small_disk: Path) -> 
     fill(small_disk)
     (experiments / "README.md").write_bytes(before)  # same content: fits in its own blocks
     with pytest.raises(DiskFullError, match="No space left on device"):
-        atomic.write_text(index, "# Experiments\n" + "row\n" * 20_000)
+        fileio.write_text(index, "# Experiments\n" + "row\n" * 20_000)
     assert index.read_bytes() == before
 
 
@@ -95,7 +95,7 @@ def test_the_folder_is_fsynced_after_the_rename(
         real_fsync(handle)
 
     monkeypatch.setattr(os, "fsync", spy)
-    atomic.write_text(tmp_path / "a" / "b.txt", "x")
+    fileio.write_text(tmp_path / "a" / "b.txt", "x")
     assert synced[-1] == str(tmp_path / "a")
     assert str(tmp_path) in synced  # the new folder's entry in its parent
 

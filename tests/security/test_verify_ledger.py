@@ -16,10 +16,10 @@ from typing import Any
 from flows.bench.compare import compare_arms
 from flows.bench.ledger import Ledger, write_ledger
 from flows.bench.report import ArmReport, Point, Sample, write_arm
+from flows.fileio import sha256_file
 from flows.gates.base import GateResult
 from flows.gates.benchmark.rules import Focus, Role, arm_folder, run_session
 from flows.record import verify
-from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

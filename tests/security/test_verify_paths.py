@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from flows.fileio import sha256_file
 from flows.record import verify
-from flows.record.atomic import sha256_file
 from flows.record.writer import RecordWriter
 from tests.support.records import (  # noqa: F401 - fixtures used by name
     cluster,

@@ -8,6 +8,7 @@ people the record is committed for.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import stat
 from datetime import UTC, datetime
@@ -20,7 +21,6 @@ from flows.cluster.boot.timeline import BootTimeline
 from flows.errors import DiskFullError
 from flows.fileio import PRIVATE_MODE, write_text
 from flows.gates.files import GateFiles
-from flows.record import atomic
 
 
 def mode_of(path: Path) -> int:
@@ -30,10 +30,10 @@ def mode_of(path: Path) -> int:
 def test_a_gates_raw_files_are_shared_like_the_record_they_belong_to(tmp_path: Path) -> None:
     files = GateFiles(tmp_path / "record" / "determinism")
     files.write_json("scenarios/alone.json", {"tokens": [1, 2]})
-    atomic.write_text(tmp_path / "record" / "README.md", "# r2\n")
+    write_text(tmp_path / "record" / "README.md", "# r2\n")  # as flows.record writes it
     assert mode_of(tmp_path / "record" / "determinism" / "scenarios" / "alone.json") == 0o644
     assert mode_of(tmp_path / "record" / "README.md") == 0o644
-    assert atomic.write_text is write_text, "the record writes through the one writer"
+    assert importlib.util.find_spec("flows.record.atomic") is None, "no second writer for records"
 
 
 def test_a_boot_session_naming_hosts_is_private(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from flows.fileio import sha256_file
 from flows.gates.base import GateResult, Outcome
 from flows.gates.determinism.chat import canonical, content_hash, output_from_chat, output_of
 from flows.gates.determinism.rules import (
@@ -33,7 +34,6 @@ from flows.gates.prompts import (
 from flows.gates.traffic import Answered
 from flows.promotion.rules import spot_check_prompts
 from flows.record import verify
-from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model

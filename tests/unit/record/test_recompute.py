@@ -10,6 +10,7 @@ from typing import Any
 from flows.bench.compare import compare_arms
 from flows.bench.report import ArmReport, Point, Sample, write_arm
 from flows.cluster.boot.timeline import BootTimeline, RankTimeline
+from flows.fileio import sha256_file
 from flows.gates.base import GateResult, Outcome
 from flows.gates.benchmark.rules import Focus, Role, arm_folder, run_session
 from flows.gates.benchmark.summary import BenchmarkSummary
@@ -25,7 +26,6 @@ from flows.gates.determinism.summary import PromptHashes
 from flows.gates.outputs import Output, hashes
 from flows.gates.traffic import Answered
 from flows.record import verify
-from flows.record.atomic import sha256_file
 from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release

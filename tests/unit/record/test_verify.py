@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.fileio import sha256_file
 from flows.gates.determinism.rules import PREVIOUS_FILE
 from flows.record import verify
-from flows.record.atomic import sha256_file
 from flows.record.writer import RecordWriter, open_record
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release
