@@ -8,6 +8,8 @@ arm report, so the gate, `verify` and `bench compare` decide from the same files
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import JsonValue
 
 from flows.bench.report import ArmReport
@@ -32,16 +34,27 @@ CLIENT_METRICS: dict[str, list[str]] = {
 """The client-observed metrics compared for each workload kind."""
 
 
-def _rule(raw: JsonValue) -> WorkloadRule | None:
-    """The rule of one workload's `gate:` as an arm report keeps it (None: nothing said)."""
+def _percents(raw: JsonValue) -> dict[str, float]:
+    """Per-metric tolerances (fractions) as percents; anything else is none."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): 100 * float(v) for k, v in raw.items() if isinstance(v, int | float)}
+
+
+def _rule(raw: JsonValue, suite_tolerances: dict[str, float]) -> WorkloadRule | None:
+    """The rule of one workload's `gate:` as an arm report keeps it, with its suite's per-metric
+    tolerances where the workload names no tolerance of its own (None: nothing said)."""
     if raw is False:
         return WorkloadRule(gate=False)
     if not isinstance(raw, dict):
-        return None
+        return WorkloadRule(tolerances_pct=suite_tolerances) if suite_tolerances else None
     metrics, tolerance = raw.get("metrics"), raw.get("tolerance")
+    own = _percents(raw.get("tolerances"))
+    inherited = suite_tolerances if not isinstance(tolerance, int | float) else {}
     return WorkloadRule(
         metrics=tuple(str(m) for m in metrics) if isinstance(metrics, list) else None,
         tolerance_pct=100 * float(tolerance) if isinstance(tolerance, int | float) else None,
+        tolerances_pct={**inherited, **own},
     )
 
 
@@ -62,9 +75,18 @@ def workload_rules(arm: ArmReport) -> dict[str, WorkloadRule]:
     the same decision from the same files. Arms of other tools (the recipe's reports) say
     nothing, and the release's settings decide every point.
     """
+    return suite_rules(arm.workload)
+
+
+def suite_rules(suite: Mapping[str, JsonValue]) -> dict[str, WorkloadRule]:
+    """The per-workload gate rules of a suite as dumped (an arm's copy, or a Suite's dump)."""
+    tolerances = _percents(suite.get("tolerances"))
+    workloads = suite.get("workloads")
     rules: dict[str, WorkloadRule] = {}
-    for entry in suite_entries(arm):
-        rule = _rule(entry.get("gate", True))
+    for entry in workloads if isinstance(workloads, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        rule = _rule(entry.get("gate", True), tolerances)
         if rule is not None:
             rules[str(entry["name"])] = rule
     return rules

@@ -353,6 +353,21 @@ def _design(arms: Sequence[Arm]) -> np.ndarray:
     return np.column_stack(columns)
 
 
+def session_design(candidate: Sequence[bool]) -> tuple[float, int, int]:
+    """What arms in this order give the change D before any is measured: the variance of D per
+    unit arm-level variance, the residual df, and the session's own A/A gaps (`_own_gap`).
+
+    The resolution forecast (`flows.bench.resolution`) reads the very design `estimate_arms`
+    fits, so the interval it expects is the one the gate computes at the same noise.
+    """
+    arms = [Arm(candidate=flag, values=(1.0,)) for flag in candidate]
+    design = _design(arms)
+    inverse = np.linalg.inv(design.T @ design)
+    own_df = len(arms) - design.shape[1]
+    own_gaps = int(own_df == 0 and len(arms) == 3 and candidate[0] == candidate[2])
+    return float(inverse[1, 1]), own_df, own_gaps
+
+
 def _within_variance(arms: Sequence[Arm], weights: np.ndarray) -> tuple[float, float] | None:
     """Variance of D from within-arm sampling (delta method) and its Satterthwaite df."""
     if any(len(arm.values) < 2 for arm in arms):

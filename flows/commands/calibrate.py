@@ -8,7 +8,8 @@ record, which every later qualification of the same cluster shape and suite then
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -17,6 +18,9 @@ from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load
 from flows.errors import BenchError, SpecError
 from flows.names import release_path
 from flows.ui.console import err_console, out_console
+
+if TYPE_CHECKING:
+    from flows.spec.release import BenchmarkGate
 
 
 def calibrate(
@@ -35,9 +39,9 @@ def calibrate(
 
     if arms < 2:
         raise SpecError(f"{arms} arms give no A/A gap", key="--arms", expected="2 or more")
-    load_cluster(cluster)
+    shape = load_cluster(cluster).shape
     release_file = release_path(release)
-    load_release(release_file)
+    settings = load_release(release_file).gates.benchmark
     prefect_environment()
     from flows.pipeline.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
     from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
@@ -63,6 +67,33 @@ def calibrate(
         f"record: {escape(outcome.record)}; the ledger for this shape and suite now holds "
         f"{outcome.ledger_sessions} A/A gaps"
     )
+    for line in _resolution(release_file, settings, shape):
+        err_console.print(line, markup=False, highlight=False)
+
+
+def _resolution(release_file: Path, settings: BenchmarkGate, shape: str) -> list[str]:
+    """What the grown ledger now lets the release's benchmark resolve, and whether `qualify`
+    would refuse its tolerance (said here, so the operator knows before qualifying)."""
+    from flows.gates.benchmark.resolution import (  # noqa: PLC0415
+        cluster_resolution,
+        refusal,
+        resolution_lines,
+    )
+    from flows.pipeline.inputs import arm_seconds  # noqa: PLC0415
+    from flows.record.aa_ledger import ledger_from_records  # noqa: PLC0415
+    from flows.settings import project_root  # noqa: PLC0415
+    from flows.spec.suites import load_suites  # noqa: PLC0415
+
+    experiments = project_root() / "experiments"
+    suite = load_suites(settings.suites())
+    resolution = cluster_resolution(
+        settings, suite, ledger_from_records(experiments, shape, suite.name)
+    )
+    lines = resolution_lines(resolution, shape, suite.name)
+    problem = refusal(resolution, release_file, settings, arm_seconds(experiments, shape))
+    if problem is not None:
+        lines.append(f"qualify would refuse this release: {problem}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -60,7 +60,11 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     inconclusive (its noise allowed no decision: never a pass). With --plan, prints what it
     would do and exits 0, touching nothing.
     """
-    from flows.pipeline.inputs import given_inputs, load_inputs  # noqa: PLC0415
+    from flows.pipeline.inputs import (  # noqa: PLC0415
+        benchmark_resolution,
+        given_inputs,
+        load_inputs,
+    )
     from flows.pipeline.plan import qualification_plan  # noqa: PLC0415
     from flows.pipeline.previous import require_previous  # noqa: PLC0415
     from flows.settings import prefect_environment, project_root  # noqa: PLC0415
@@ -69,6 +73,8 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     inputs = load_inputs(release_path(release), cluster_path(cluster))
     chosen, spec = inputs.release, inputs.cluster
     experiments = project_root() / "experiments"
+    for line in benchmark_resolution(inputs, experiments):  # refuses what it cannot resolve
+        err_console.print(f"benchmark: {line}", markup=False, highlight=False)
     if plan:
         _print_plan(qualification_plan(inputs, experiments), as_json=as_json)
         return

@@ -9,6 +9,7 @@ runtime (`check_fits`) included, and every stage reads the same objects.
 
 from __future__ import annotations
 
+import statistics
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -38,6 +39,52 @@ class QualificationInputs(BaseModel):
     def shape(self) -> str:
         """The cluster shape: records, outputs and speed compare only within one."""
         return self.cluster.shape
+
+
+def benchmark_resolution(inputs: QualificationInputs, experiments: Path) -> list[str]:
+    """What the cluster's A/A ledger lets the benchmark resolve, as lines to show before the run.
+
+    Raises:
+        SpecError: a tolerance the cluster cannot resolve within max_arms (exit 2), naming the
+            file and key it came from and the remedies, before anything starts.
+    """
+    from flows.gates.benchmark.resolution import (  # noqa: PLC0415 - records are read only here
+        cluster_resolution,
+        refusal,
+        resolution_lines,
+    )
+    from flows.record.aa_ledger import ledger_from_records  # noqa: PLC0415
+
+    settings = inputs.release.gates.benchmark
+    if inputs.suite is None or inputs.previous is None:
+        return []
+    ledger = ledger_from_records(experiments, inputs.shape, inputs.suite.name)
+    resolution = cluster_resolution(settings, inputs.suite, ledger)
+    problem = refusal(
+        resolution, inputs.release_file, settings,
+        arm_seconds(experiments, inputs.shape) if resolution else None,
+    )  # fmt: skip
+    if problem is not None:
+        raise problem
+    return resolution_lines(resolution, inputs.shape, inputs.suite.name)
+
+
+def arm_seconds(experiments: Path, shape: str) -> float | None:
+    """Median seconds per arm of the benchmark and calibration stages recorded on this shape."""
+    from flows.record.aa_ledger import CALIBRATION_DIR, GAP_STAGES  # noqa: PLC0415
+    from flows.record.reader import list_records  # noqa: PLC0415
+
+    records = [*list_records(experiments), *list_records(experiments / CALIBRATION_DIR)]
+    per_arm = []
+    for record in records:
+        if record.cluster.get("shape") != shape:
+            continue
+        for stage in GAP_STAGES:
+            entry = record.stages.get(stage)
+            arms = sum(f.path.endswith("/arm.json") for f in entry.files) if entry else 0
+            if entry is not None and arms:
+                per_arm.append(entry.seconds / arms)
+    return statistics.median(per_arm) if per_arm else None
 
 
 def load_inputs(release_file: Path, cluster_file: Path) -> QualificationInputs:

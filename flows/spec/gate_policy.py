@@ -9,7 +9,9 @@ and shown with their intervals; they gate only when a release names them.
 A suite may say more for its own workloads (`gate:` on a workload, kept in every arm report):
 `false` makes its points reported only, `{metrics, tolerance}` names what gates there and how
 much slowdown is allowed. Where a workload says something, the suite wins over the release's
-settings for that workload's points; everywhere else the release's settings decide.
+settings for that workload's points; everywhere else the release's settings decide. A suite's
+tolerance per metric (`tolerances:` at its top, or on a workload's `gate:`) is the cluster's:
+the suite is written for the machine it runs on and knows what its noise lets it resolve.
 
 It lives in `spec` because the release and suite specs check the metric names they are given
 against it; the benchmark library reads it from here (specs import nothing above them).
@@ -69,6 +71,10 @@ class WorkloadRule(BaseModel):
     gate: bool = Field(default=True, description="False: the workload's points are reported only")
     metrics: tuple[str, ...] | None = Field(default=None, description="metrics that gate there")
     tolerance_pct: float | None = Field(default=None, description="allowed slowdown there (%)")
+    tolerances_pct: Mapping[str, float] = Field(
+        default_factory=dict,
+        description="allowed slowdown there per metric (%): the workload's own, else the suite's",
+    )
 
 
 class GatePolicy(BaseModel):
@@ -121,8 +127,11 @@ class GatePolicy(BaseModel):
         return self.gated(compared)
 
     def tolerance_at(self, point: str, metric: str, default_pct: float) -> float:
-        """A point's tolerance for a metric: its workload's, else the metric's, else the gate's."""
+        """A point's tolerance for a metric: the suite's for the metric on that workload, else its
+        workload's, else the release's for the metric, else the gate's (see `tolerance_source`)."""
         rule = self.workloads.get(point.partition("/")[0])
+        if rule is not None and metric in rule.tolerances_pct:
+            return rule.tolerances_pct[metric]
         if rule is not None and rule.tolerance_pct is not None:
             return rule.tolerance_pct
         return self.tolerance_pct(metric, default_pct)

@@ -33,6 +33,10 @@ class WorkloadGate(SpecModel):
     tolerance: float | None = Field(
         default=None, gt=0, lt=1, description="Allowed slowdown on these points (default: release)."
     )
+    tolerances: dict[str, Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=dict,
+        description="Allowed slowdown on these points per metric (wins over `tolerance`).",
+    )
 
 
 class _Workload(SpecModel):
@@ -154,6 +158,14 @@ class Suite(SpecModel):
     temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature.")
     idle: Idle = Field(default=Idle(), description="Idle check and foreign-traffic repeats.")
     client: Client = Field(default=Client(), description="Load generator settings.")
+    tolerances: dict[str, Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=dict,
+        description=(
+            "Allowed slowdown per metric on every workload of this suite, e.g. {engine_cpu_ms: "
+            "0.15}: the cluster's, set from its A/A noise. A workload's `gate: {tolerance}` wins "
+            "on its points; these win over the release's `tolerance` and `tolerances`."
+        ),
+    )
     workloads: list[Workload] = Field(min_length=1, description="Workloads, run in this order.")
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
@@ -161,6 +173,10 @@ class Suite(SpecModel):
         del context
         seen: set[str] = set()
         found = _gate_problems(self.workloads)
+        known = ", ".join(sorted(KNOWN_METRICS))
+        for metric in self.tolerances:
+            if metric not in KNOWN_METRICS:
+                found.append(Problem(("tolerances", metric), f"unknown metric {metric!r}", known))
         for index, workload in enumerate(self.workloads):
             if workload.name in seen:
                 found.append(
@@ -192,15 +208,35 @@ def _gate_problems(workloads: list[Workload]) -> list[Problem]:
     known = ", ".join(sorted(KNOWN_METRICS))
     for index, workload in enumerate(workloads):
         gate = workload.gate
-        for metric in gate.metrics or [] if isinstance(gate, WorkloadGate) else []:
+        if not isinstance(gate, WorkloadGate):
+            continue
+        for metric in gate.metrics or []:
             if metric not in KNOWN_METRICS:
-                where = ("workloads", index, "gate", "metrics")
+                where: tuple[str | int, ...] = ("workloads", index, "gate", "metrics")
+                found.append(Problem(where, f"unknown metric {metric!r}", known))
+        for metric in gate.tolerances:
+            if metric not in KNOWN_METRICS:
+                where = ("workloads", index, "gate", "tolerances", metric)
                 found.append(Problem(where, f"unknown metric {metric!r}", known))
     if workloads and all(w.gate is False for w in workloads):
         found.append(
             Problem(("workloads",), "no workload gates", "at least one without gate: false")
         )
     return found
+
+
+def with_suite_tolerances(
+    gate: bool | WorkloadGate, tolerances: dict[str, float]
+) -> bool | WorkloadGate:
+    """A workload's gate carrying its suite's per-metric tolerances, as `tolerance_at` ranks
+    them (the workload's own first), so a combined suite keeps each suite's tolerances apart."""
+    if gate is False or not tolerances:
+        return gate
+    if gate is True:
+        return WorkloadGate(tolerances=dict(tolerances))
+    if gate.tolerance is not None:
+        return gate
+    return gate.model_copy(update={"tolerances": {**tolerances, **gate.tolerances}})
 
 
 def combine(suites: list[Suite]) -> Suite:
@@ -231,6 +267,7 @@ def combine(suites: list[Suite]) -> Suite:
                 "name": f"{suite.name}:{workload.name}",
                 "samples": suite.samples_of(workload),
                 "temperature": suite.temperature_of(workload),
+                "gate": with_suite_tolerances(workload.gate, suite.tolerances),
             }
         )
         for suite in suites
@@ -242,6 +279,7 @@ def combine(suites: list[Suite]) -> Suite:
             "name": "+".join(names),
             "description": "; ".join(f"{s.name}: {s.description}" for s in suites),
             "warmup": max(suite.warmup for suite in suites),
+            "tolerances": {},  # each suite's went into its own workloads' gate
             "workloads": workloads,
         }
     )

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from flows.bench.compare import Comparison, SessionDecision, session_decision
+from flows.bench.compare import Comparison, PointComparison, SessionDecision, session_decision
 from flows.bench.report import ArmReport
 from flows.gates.benchmark.summary import PointRow
 
@@ -157,6 +157,14 @@ def kv_capacity_by_role(session: Session) -> dict[str, float]:
     return found
 
 
+def _tolerance(rows: Sequence[PointComparison], gate_pct: float) -> str:
+    """The tolerance these rows were decided at ("15%", or "3-15%" when they differ)."""
+    values = sorted({gate_pct if row.tolerance_pct is None else row.tolerance_pct for row in rows})
+    if len(values) > 1:
+        return f"{values[0]:g}-{values[-1]:g}%"
+    return f"{values[0] if values else gate_pct:g}%"
+
+
 def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
     """The one line a person reads first, naming the points that decided."""
     comparison, arms = session.comparison, len(session.roles)
@@ -164,8 +172,9 @@ def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
         gating = comparison.gating
         faster = sum(p.verdict.value == "faster" for p in gating)
         metrics = ", ".join(sorted({p.metric for p in gating}))
+        allowed = _tolerance(gating, tolerance_pct)
         return (
-            f"no point slower than {tolerance_pct:g}% in {metrics} over {arms} arms "
+            f"no point slower than {allowed} in {metrics} over {arms} arms "
             f"({faster} faster, {len(gating) - faster} level)"
         )
     if session.decision is SessionDecision.FAIL_LOST:
@@ -182,7 +191,8 @@ def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
             else f"{p.point} {p.metric}"
             for p in comparison.regressions
         ]
-        return f"slower beyond {tolerance_pct:g}%: {'; '.join(slower)}"
+        beyond = _tolerance(comparison.regressions, tolerance_pct)
+        return f"slower beyond {beyond}: {'; '.join(slower)}"
     undecided = ", ".join(f"{p.point} {p.metric}" for p in comparison.inconclusive[:6])
     limit = "the gate's time limit" if session.stopped_early else f"max_arms {max_arms}"
     return f"inconclusive after {arms} arms ({limit}): {undecided}"

@@ -29,6 +29,7 @@ from flows.engine_api.metrics import scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
 from flows.gates.benchmark.plan import plan_steps
+from flows.gates.benchmark.resolution import cluster_resolution, resolution_lines
 from flows.gates.benchmark.rules import (
     LEDGER_FILE,
     NAME,
@@ -179,6 +180,9 @@ class BenchmarkRunner:
             return failed(problem)
         suite = load_suites(settings.suites())
         tolerance_pct = settings.tolerance * 100
+        resolution = cluster_resolution(settings, suite, inputs)
+        for line in resolution_lines(resolution, context.cluster.shape, suite.name):
+            context.say(line)
         looks = session_looks(len(settings.arms), settings.max_arms)
 
         def compare(new: list[ArmReport], old: list[ArmReport]) -> Comparison:

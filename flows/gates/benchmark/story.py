@@ -122,6 +122,18 @@ def kv_capacity_line(capacity: Mapping[str, float]) -> str:
 _COUNT_ORDER = ("slower", "inconclusive", "faster", "level")
 
 
+def rows_tolerance(rows: list[PointRow], gate_tolerance: float) -> str:
+    """The tolerance the rows were decided at: one value ("15%"), or their range ("3-15%") when
+    a suite or a metric set some of them apart from the gate's."""
+    values = sorted(
+        {row.tolerance_pct if row.tolerance_pct is not None else tolerance_pct(gate_tolerance)
+         for row in rows}
+    )  # fmt: skip
+    if not values:
+        return f"{tolerance_pct(gate_tolerance):g}%"
+    return f"{values[0]:g}%" if len(values) == 1 else f"{values[0]:g}-{values[-1]:g}%"
+
+
 def bench_headline(summary: BenchmarkSummary) -> str:
     """The benchmark's one headline, from the gated rows only: how many gate, at which
     tolerance, their verdicts, the row that decided (a failing one first, else the largest
@@ -141,7 +153,7 @@ def bench_headline(summary: BenchmarkSummary) -> str:
     for point in gated:
         counts[point.verdict] = counts.get(point.verdict, 0) + 1
     shown = ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n)
-    text = f"{len(gated)} gated at {tolerance_pct(summary.tolerance):g}%: {shown}"
+    text = f"{len(gated)} gated at {rows_tolerance(gated, summary.tolerance)}: {shown}"
     deciding = headline_changes(summary, 1)
     if deciding:
         failing = any(point.verdict in _FIRST for point in gated)

@@ -32,6 +32,7 @@ from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
 from flows.spec.suite import Suite
+from flows.spec.suites import load_suites
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -238,18 +239,24 @@ def test_the_gate_keeps_the_ledger_it_drew_on_and_verify_recomputes_with_it(
     assert benchmark_problems(out, summary, settings.max_arms) == []
 
 
-def test_the_slower_release_is_r1_with_the_slowdown_switch_under_a_3_percent_gate() -> None:
+def test_the_slower_release_is_r1_with_a_slowdown_beyond_its_tolerance_and_at_most_twice_it() -> (
+    None
+):
     slower = load_model(ROOT / "releases/faulty/slower.yaml", Release)
     r1 = load_model(ROOT / "releases/r1.yaml", Release)
     assert slower.previous == "r1"
-    assert slower.engine.env == {"SPARKENGINE_FAULT_SLOWDOWN": "0.05"}
+    assert slower.engine.env == {"SPARKENGINE_FAULT_SLOWDOWN": "0.20"}
     assert slower.engine.options == r1.engine.options
     assert slower.build == r1.build  # same build: the switch is the only difference
     assert slower.outputs.change == "unchanged"
     gate = slower.gates.benchmark
     assert gate.enabled
-    assert gate.tolerance == 0.03
+    assert gate.tolerance == 0.03  # the default of metrics its suite names no tolerance for
     assert order_problem(gate.arms) is None
+    # judged at its suite's engine CPU tolerance (this machine's, docs/statistics.md)
+    judged = load_suites(gate.suites()).tolerances["engine_cpu_ms"]
+    slowdown = float(slower.engine.env["SPARKENGINE_FAULT_SLOWDOWN"])
+    assert judged < slowdown <= 2 * judged
 
 
 def _suite(samples: int) -> Suite:
