@@ -111,10 +111,9 @@ def _remedies(row: RowResolution, resolution: Resolution, seconds_per_arm: float
         arms = "no max_arms up to 40 resolves it"
     else:
         extra = row.arms_needed - resolution.max_arms
-        cost = (
-            f", about {max(1, round(extra * seconds_per_arm / 60))} more minutes when undecided"
-            if seconds_per_arm else ""
-        )  # fmt: skip
+        minutes = max(1, round(extra * (seconds_per_arm or 0) / 60))
+        unit = "minute" if minutes == 1 else "minutes"
+        cost = f", about {minutes} more {unit} when undecided" if seconds_per_arm else ""
         arms = f"raise gates.benchmark.max_arms to {row.arms_needed} ({extra} more arms{cost})"
     return (
         f"either {arms}, or judge at a tolerance this cluster can prove: {row.provable_pct:.0f} % "
