@@ -2,9 +2,9 @@
 
 A trimmed r1 names a tiny suite (two short workloads, two samples, no warm-up) so each arm is a
 boot plus seconds of traffic on a private two-node cluster. The calibration must publish its
-record under experiments/calibration/, its gap must be what the benchmark gate of a later
-qualification on the same cluster shape and suite draws on (`ledger_for`), and `sparkgate
-verify` must pass on the record. The Prefect database is private to the module.
+record under experiments/calibration/, say what the grown ledger lets the release's benchmark
+resolve, its gap must be what the benchmark gate of a later qualification on the same cluster
+shape and suite draws on (`ledger_for`), and `sparkgate verify` must pass on the record. The Prefect database is private to the module.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(tmp_path: Path) -> Non
     finally:
         project.run("cluster", "stop", "-c", str(project.cluster))
     assert done.returncode == 0, done.stdout + done.stderr
+    # what the grown ledger lets the release's benchmark resolve, per gated point
+    assert "this cluster resolves ±" in done.stderr, done.stderr
+    assert "on single/c1 after 3 arms" in done.stderr, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["verdict"] == "passed"
     assert (outcome["gaps_added"], outcome["ledger_sessions"]) == (1, 1)

@@ -187,14 +187,14 @@ def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
 def section(summary: BenchmarkSummary, record: RecordView) -> list[str]:
     """The README section: the headline, arms, tolerance, the results table, KV capacity, the
     plot."""
-    tolerance = tolerance_pct(summary.tolerance)
+    tolerance = rows_tolerance([p for p in summary.points if p.gated], summary.tolerance)
     lines = [
         "",
         f"Headline: {bench_headline(summary)}.",
         "",
         (
             f"Arms in session order: {', '.join(summary.arms)}; tolerance "
-            f"{tolerance:g}%. A change counts (bold) only when the verdict says so: faster "
+            f"{tolerance}. A change counts (bold) only when the verdict says so: faster "
             "(the whole 95% interval on the good side of no change) or slower "
             f"({_SLOWER_MEANS[summary.slower_rule]}); otherwise the point reads level or "
             "inconclusive."
