@@ -4,7 +4,8 @@ A trimmed r1 names a tiny suite (two short workloads, two samples, no warm-up) s
 boot plus seconds of traffic on a private two-node cluster. The calibration must publish its
 record under experiments/calibration/, say what the grown ledger lets the release's benchmark
 resolve, its gap must be what the benchmark gate of a later qualification on the same cluster
-shape and suite draws on (`ledger_for`), and `sparkgate verify` must pass on the record. The Prefect database is private to the module.
+shape and suite draws on (`ledger_for`), and `sparkgate verify` must pass on the record. The
+Prefect database is private to the module.
 """
 
 from __future__ import annotations

@@ -25,10 +25,11 @@ pytestmark = [
     projects(ProjectKind("sametest")),
 ]  # fmt: skip
 
-# The engine grid of release-local at its tolerance. Eleven arms at most, and a four-arm
+# The engine grid of release-local at its tolerance. Fifteen arms at most, and a four-arm
 # calibration (three gaps): at the 4-5 % this machine's gated points scatter between boots the
-# gate resolves about +-9 % after eleven arms, and qualify would refuse the 15 % only if the
-# calibration's arms scattered by more than about 8 %.
+# gate resolves about +-7 % after fifteen arms, and qualify would refuse the 15 % only if the
+# calibration's arms scattered by more than about 9 %. A run of 2026-12-06 on this machine, loaded
+# by a CI run and other suites, passed it after 8 arms: engine_cpu_ms -0.4 % [-13.4, +14.5], 548 s.
 STEADY_SUITE = {
     "kind": "suite", "name": "steady", "description": "the engine grid of release-local",
     "seed": 0, "samples": 3, "warmup": 1, "tolerances": {"engine_cpu_ms": 0.15},
@@ -57,7 +58,7 @@ def test_a_copy_of_r2_with_a_new_description_qualifies_against_r2(project: Proje
         name="r2-docs", previous="r2",
         description="Fused MLP kernel; the release notes reworded, nothing else changed.",
         gates={**TRIMMED_GATES, "determinism": TRIMMED_DETERMINISM,
-               "benchmark": {"enabled": True, "suite": str(suite), "max_arms": 11}},
+               "benchmark": {"enabled": True, "suite": str(suite), "max_arms": 15}},
     )  # fmt: skip
 
     done = project.qualify(same, timeout=1500)
