@@ -71,6 +71,9 @@ class RowResolution(BaseModel):
     metric: str
     tolerance_pct: float
     boot_sd_pct: float = Field(description="arm-to-arm SD the ledger implies, %")
+    boot_sd_high_pct: float = Field(
+        description="its one-sided 90 % upper bound, %: a ledger of few gaps estimates it loosely"
+    )
     ledger_gaps: int = Field(description="gaps the forecast rests on")
     looks: list[Look] = Field(description="one per look, first arms to max_arms")
     arms_needed: int | None = Field(
@@ -122,6 +125,14 @@ def half_width(arms: int, boot_sd: float, gaps: int, alpha: float) -> float:
     if df < 1:
         return math.inf
     return t_two_sided(df, alpha) * math.sqrt(factor) * boot_sd
+
+
+def sd_upper_factor(gaps: int, confidence: float = 0.9) -> float:
+    """How far above its estimate an SD from `gaps` gaps may lie at this one-sided confidence:
+    sqrt(gaps / chi2 quantile), e.g. 3.1 for two gaps, 1.6 for ten."""
+    from scipy.special import chdtri  # noqa: PLC0415 - half a second to import; few callers need it
+
+    return math.sqrt(gaps / float(chdtri(gaps, confidence))) if gaps else math.inf
 
 
 def _pass_chance(row: GatedRow, arms: int, half: float, boot_sd: float) -> float:
@@ -177,6 +188,7 @@ def _row(row: GatedRow, first: int, max_arms: int, alphas: tuple[float, float]) 
         metric=row.metric,
         tolerance_pct=row.tolerance_pct,
         boot_sd_pct=100 * boot_sd,
+        boot_sd_high_pct=100 * boot_sd * sd_upper_factor(gaps),
         ledger_gaps=gaps,
         looks=looks,
         arms_needed=needed,

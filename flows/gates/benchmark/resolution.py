@@ -79,7 +79,8 @@ def resolution_lines(resolution: Resolution | None, shape: str, suite: str) -> l
             f"this cluster resolves ±{first.half_width_pct:.1f} % on {row.point} after "
             f"{first.arms} arms, ±{last.half_width_pct:.1f} % after {last.arms} "
             f"({row.metric}, tolerance {row.tolerance_pct:g} %: {fits}; arm-to-arm SD "
-            f"{row.boot_sd_pct:.1f} % from {row.ledger_gaps} A/A gaps)"
+            f"{row.boot_sd_pct:.1f} % from {row.ledger_gaps} A/A gaps, up to "
+            f"{row.boot_sd_high_pct:.1f} % at 90 % confidence)"
         )
     lines.extend(f"{row}: no A/A gap yet, not forecast" for row in resolution.unknown)
     return lines

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from flows.bench.compare import slower_alpha
-from flows.bench.resolution import GatedRow, forecast, half_width, roles
+from flows.bench.resolution import GatedRow, forecast, half_width, roles, sd_upper_factor
 from flows.bench.stats import Arm, SlowerRule, estimate_arms, look_alpha
 
 SD = 0.045  # arm-to-arm SD of the gated points over the 20 real A/A sessions (docs/statistics.md)
@@ -102,3 +102,11 @@ def test_a_row_without_gaps_is_named_not_forecast() -> None:
 
 def test_sessions_alternate_from_the_candidate() -> None:
     assert roles(5) == [True, False, True, False, True]
+
+
+def test_few_gaps_bound_the_sd_loosely() -> None:
+    # chi-square with 2 df: 10 % of estimates fall below 0.211 of the true variance
+    assert sd_upper_factor(2) == pytest.approx(math.sqrt(2 / 0.2107), rel=1e-3)
+    assert sd_upper_factor(10) < sd_upper_factor(3) < sd_upper_factor(2)
+    row = forecast([_row(gaps=2)], first_arms=3, max_arms=7).rows[0]
+    assert row.boot_sd_high_pct == pytest.approx(100 * SD * sd_upper_factor(2))
