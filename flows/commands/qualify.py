@@ -111,8 +111,10 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
 
 
 def verdict_error(outcome: QualifyOutcome, message: str) -> SparkgateError | None:
-    """The error a verdict exits with: none when qualified, 3 when inconclusive, else 1."""
-    if outcome.inconclusive:
+    """The error a verdict exits with: none when qualified (or a person accepted an
+    inconclusive benchmark and it was promoted), 3 when inconclusive and not promoted (awaiting
+    a person's decision), else 1."""
+    if outcome.inconclusive and not outcome.promoted:
         return InconclusiveError(message)
     if outcome.failed_gate is not None:
         return GateFailedError(message)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefect import flow
 from prefect.client.schemas.objects import State
-from prefect.states import Failed
+from prefect.states import Completed, Failed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.compare import SessionDecision
@@ -38,6 +38,10 @@ from flows.settings import project_root
 
 RESULTS_DIR = "prefect-results"
 INCONCLUSIVE = SessionDecision.FAIL_INCONCLUSIVE.value
+INCONCLUSIVE_STATE = "Inconclusive"
+"""The name of the Completed state an inconclusive run ends in without waiting (`--no-wait`, a
+nightly run): `sparkgate notify`'s automation announces runs entering it."""
+AWAITING_DECISION = "awaiting a decision (inconclusive: never promoted by itself)"
 
 
 class QualifyOutcome(BaseModel):
@@ -59,8 +63,13 @@ class QualifyOutcome(BaseModel):
 
     @property
     def inconclusive(self) -> bool:
-        """The run failed only because the benchmark's noise allowed no decision (exit 3)."""
-        return self.failed_gate == "benchmark" and self.benchmark == INCONCLUSIVE
+        """No gate failed, but the benchmark's noise allowed no decision: a person decides."""
+        return self.failed_gate is None and self.benchmark == INCONCLUSIVE
+
+    @property
+    def promoted(self) -> bool:
+        """A person's approval promoted it (inside this run)."""
+        return self.promotion.startswith("promoted")
 
 
 # -- the flow ------------------------------------------------------------------------------------
@@ -93,7 +102,7 @@ def qualify_flow(
         )
     text, failed = verdict(results)
     stages.started("verdict")
-    stages.finished("verdict", "passed" if text == QUALIFIED else "failed", text)
+    stages.finished("verdict", verdict_status(text, failed), text)
     stages.started("record")
     published = record.publish(verdict=text, stage_order=list(GATES), versions=versions(), notes="")
     write_index(experiments)
@@ -116,10 +125,35 @@ def qualify_flow(
     )
     if failed is not None:  # the flow ends Failed, with the outcome for the caller's summary
         return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
+    if outcome.inconclusive and not wait:  # a person decides later; a notification says so
+        awaiting = outcome.model_copy(update={"promotion": AWAITING_DECISION})
+        return Completed(
+            name=INCONCLUSIVE_STATE, data=awaiting,
+            message=awaiting_message(release.name, text, release_file, cluster_file, published),
+        )  # fmt: skip
     decided = decide_promotion(
         release_file, release, published, wait=wait, say=stages.note, cluster_file=cluster_file
     )
     return outcome.model_copy(update={"promotion": decided})
+
+
+def verdict_status(text: str, failed: str | None) -> str:
+    """The verdict stage's status on the board: passed, inconclusive (a person decides) or
+    failed."""
+    if failed is not None:
+        return "failed"
+    return "passed" if text == QUALIFIED else "inconclusive"
+
+
+def awaiting_message(
+    release: str, verdict_text: str, release_file: str, cluster: str, record: Path
+) -> str:
+    """The state message of an inconclusive run that ends without waiting: what it found, and
+    the one command that accepts it (never promoted by itself)."""
+    return (
+        f"{release} {verdict_text} (record: {record}); not promoted, awaiting a person's "
+        f'decision: sparkgate promote {release_file} -c {cluster} --accept-inconclusive "REASON"'
+    )
 
 
 def benchmark_decision(results: dict[str, GateResult]) -> str:

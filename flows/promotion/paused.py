@@ -24,7 +24,7 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import StateType
 from prefect.flow_runs import resume_flow_run
 from prefect.input import RunInput
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from flows.errors import PromotionError
 
@@ -39,6 +39,31 @@ class Decision(RunInput):
     decision: Literal["approve", "reject"] = Field(description="approve or reject the release")
     by: str = Field(min_length=1, description="who decides")
     reason: str = Field(default="", description="why")
+
+
+ACCEPT_FIELD = "accept_inconclusive"
+_ACCEPT_RULE: dict[str, Any] = {
+    "if": {"properties": {"decision": {"const": "approve"}}},
+    "then": {
+        "properties": {ACCEPT_FIELD: {"minLength": 1, "pattern": r"\S"}},
+        "required": [ACCEPT_FIELD],
+    },
+}
+"""JSON Schema the server checks an answer against before it resumes the run: approving needs a
+reason that is not blank (the run stays paused otherwise); rejecting does not."""
+
+
+class InconclusiveDecision(Decision):
+    """The answer to a qualification whose benchmark was inconclusive: approving it needs an
+    explicit reason for accepting that (CLI `approve --accept-inconclusive`, or the UI field)."""
+
+    model_config = ConfigDict(json_schema_extra=_ACCEPT_RULE)
+
+    accept_inconclusive: str = Field(
+        default="",
+        description="approve only: why you accept a benchmark that could not decide (required "
+        "to approve)",
+    )
 
 
 class _HasParameters(Protocol):
@@ -81,8 +106,29 @@ def _resume_on(url: str, release: str, decision: Decision, cluster_file: Path | 
     except (RuntimeError, OSError, httpx.TransportError) as error:  # the server went away
         raise PromotionError(f"could not reach the Prefect API at {url}: {error}") from error
     run = waiting_run(runs, release, cluster_file)
-    _retry(lambda: resume_flow_run(run.id, run_input=decision.model_dump(mode="json")))
+    answer = decision.model_dump(mode="json")
+    try:
+        _retry(lambda: resume_flow_run(run.id, run_input=answer))
+    except RuntimeError as error:  # the server checked the answer against the run's form
+        raise PromotionError(refused_answer(release, str(error))) from None
     return str(run.id)
+
+
+def refused_answer(release: str, said: str) -> str:
+    """What the server's refusal of an answer means, saying the flag when it is the missing
+    (or unexpected) acceptance of an inconclusive benchmark; the run still waits either way."""
+    if ACCEPT_FIELD not in said:
+        return f"{release}: the waiting qualification refused the answer ({said}); it still waits"
+    if "Additional properties" in said:
+        return (
+            f"{release}: its benchmark was not inconclusive, so there is nothing to accept; "
+            f"approve without --accept-inconclusive (the qualification still waits)"
+        )
+    return (
+        f"{release}: its benchmark was inconclusive, so approving needs a reason: "
+        f'sparkgate approve {release} --accept-inconclusive "REASON" (the qualification still '
+        "waits; `reject --reason` declines it)"
+    )
 
 
 def waiting_run(runs: Sequence[_Run], release: str, cluster_file: Path | None) -> _Run:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from flows.gates.markdown import DASH
 from flows.gates.registry import REGISTRY
 from flows.record.model import Record
+from flows.record.outcome import benchmark_outcome
 
 
 def brief_lines(
@@ -25,7 +27,9 @@ def brief_lines(
         newest[record.release_name] = record
     for name, record in newest.items():
         against = f" (against {record.previous})" if record.previous else ""
-        lines.append(f"{name}: {record.verdict or record.status}{against}  [{record.name}]")
+        found = benchmark_outcome(record)
+        bench = f"; benchmark {found}" if found != DASH else ""
+        lines.append(f"{name}: {record.verdict or record.status}{bench}{against}  [{record.name}]")
     last = records[-1] if records else None
     calibration = calibrations[-1] if calibrations else None
     for gate in REGISTRY:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flows.bench.compare import slower_alpha
+from flows.bench.compare import SessionDecision, slower_alpha
 from flows.bench.stats import SlowerRule, Verdict, look_alpha, non_inferiority
 from flows.gates.benchmark.recompute import benchmark_problems
 from flows.gates.benchmark.summary import BenchmarkSummary, CalibrationSummary, PointRow
@@ -149,6 +149,25 @@ def bench_headline(summary: BenchmarkSummary) -> str:
     return text + tail
 
 
+BENCH_OUTCOMES = ("faster", "level", "slower", "inconclusive", "lost")
+"""What a benchmark found, in one word: faster or level passed (some gated row surely faster, or
+none), slower failed, inconclusive waits for a person, lost: the candidate lost measurements."""
+
+
+def bench_outcome(summary: BenchmarkSummary) -> str:
+    """The benchmark's outcome in one word (`BENCH_OUTCOMES`), from its session decision and
+    gated rows (records without a decision are read from their rows alone)."""
+    gated = {point.verdict for point in summary.points if point.gated}
+    decision = summary.decision
+    if decision == SessionDecision.FAIL_LOST.value:
+        return "lost"
+    if decision == SessionDecision.FAIL_SLOWER.value or "slower" in gated:
+        return "slower"
+    if decision == SessionDecision.FAIL_INCONCLUSIVE.value or "inconclusive" in gated:
+        return "inconclusive"
+    return "faster" if "faster" in gated else "level"
+
+
 def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
     """Verdicts that do not follow from their intervals, and an outcome that does not follow."""
     problems: list[str] = []
@@ -169,6 +188,11 @@ def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
             failing.append(point.point)
     if outcome == "passed" and failing:
         problems.append(f"benchmark: outcome passed, but points do not pass: {', '.join(failing)}")
+    undecided = SessionDecision.FAIL_INCONCLUSIVE.value
+    if outcome == "inconclusive" and summary.decision not in (None, undecided):
+        problems.append(
+            f"benchmark: outcome inconclusive, but the session decided {summary.decision!r}"
+        )
     return problems
 
 

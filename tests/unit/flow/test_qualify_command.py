@@ -13,7 +13,7 @@ from flows.commands.qualify import _outcome, verdict_error
 from flows.errors import GateFailedError, InconclusiveError, LockHeldError
 from flows.gates.base import GateResult, Outcome
 from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.pipeline.qualify import QualifyOutcome, benchmark_decision
+from flows.pipeline.qualify import AWAITING_DECISION, QualifyOutcome, benchmark_decision
 
 ROOT = Path(__file__).resolve().parents[3]
 OUTCOME = QualifyOutcome(
@@ -43,11 +43,25 @@ def test_a_crash_is_raised_as_a_failed_qualification_naming_the_release() -> Non
         _outcome("r2", Failed(data=RuntimeError("boom")))
 
 
-def test_an_inconclusive_benchmark_exits_3_as_bench_compare_does() -> None:
-    undecided = OUTCOME.model_copy(update={"benchmark": "fail-inconclusive"})
-    error = verdict_error(undecided, "r2 failed at benchmark: inconclusive after 4 arms")
+def test_an_inconclusive_benchmark_not_promoted_exits_3_distinct_from_failed() -> None:
+    """--no-wait (or a wait nobody answered): not failed, not promoted, awaiting a person."""
+    undecided = OUTCOME.model_copy(
+        update={"benchmark": "fail-inconclusive", "failed_gate": None,
+                "verdict": "inconclusive after 4 arms (max_arms 4): step/grid engine_cpu_ms",
+                "promotion": AWAITING_DECISION}
+    )  # fmt: skip
+    assert undecided.inconclusive
+    error = verdict_error(undecided, "r2 inconclusive after 4 arms; awaiting a decision")
     assert isinstance(error, InconclusiveError)
     assert error.exit_code == 3
+
+
+def test_an_inconclusive_benchmark_a_person_accepted_exits_0() -> None:
+    accepted = OUTCOME.model_copy(
+        update={"benchmark": "fail-inconclusive", "failed_gate": None,
+                "promotion": "promoted by ana, inconclusive benchmark accepted: docs only"}
+    )  # fmt: skip
+    assert verdict_error(accepted, "") is None
 
 
 def test_a_slower_benchmark_or_another_failed_gate_exits_1() -> None:
