@@ -3,8 +3,10 @@
 Every file is validated before anything starts (bad input exits 2 and nothing runs); then the
 Prefect flow runs in this process (embedded Prefect unless PREFECT_API_URL names a server) with
 the stage board on stderr, and a summary table closes the run with the verdict and record path.
-The exit code follows the decision, as `bench compare`'s does: 0 qualified, 1 a gate failed,
-2 bad input, 3 the benchmark was inconclusive (never a pass: qualify again to add arms).
+The exit code follows the decision, as `bench compare`'s does: 0 qualified (or, waiting, an
+inconclusive benchmark a person accepted and promoted), 1 a gate failed (or a rejection), 2 bad
+input, 3 the benchmark was inconclusive and nobody accepted it: never a pass, never "failed";
+the release awaits a person's decision (`promote --accept-inconclusive "REASON"`).
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     """Qualify RELEASE on the cluster: gates in order, then the experiments record.
 
     Exits 0 when qualified, 1 when a gate failed, 2 on bad input and 3 when the benchmark was
-    inconclusive (its noise allowed no decision: never a pass). With --plan, prints what it
-    would do and exits 0, touching nothing.
+    inconclusive and not accepted (its noise allowed no decision: never a pass; approve it with
+    --accept-inconclusive "REASON"). With --plan, prints what it would do and exits 0, touching
+    nothing.
     """
     from flows.pipeline.inputs import given_inputs, load_inputs  # noqa: PLC0415
     from flows.pipeline.plan import qualification_plan  # noqa: PLC0415

@@ -218,6 +218,11 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "approve r1 -c CLUSTER --by --reason from a second process",
     ),
+    "sparkgate approve same -c CLUSTER --by NAME --accept-inconclusive TEXT": Elsewhere(
+        f"{INTEGRATION}/test_promote_inconclusive.py"
+        "::test_an_inconclusive_run_waits_and_only_an_accepted_approval_promotes",
+        "approve same from a second process, refused without the flag, then with it",
+    ),
     "sparkgate reject r2 --reason TEXT [-c CLUSTER] [--by NAME]": Elsewhere(
         f"{INTEGRATION}/test_promote.py::test_reject_from_another_process_leaves_the_pointer",
         "reject from a second process, without -c (the one waiting run)",
