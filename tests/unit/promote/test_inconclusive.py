@@ -177,6 +177,18 @@ def test_verify_asks_who_accepted_an_inconclusive_record_and_why() -> None:
     assert acceptance_problems(_record("passed", "qualified"), [_promoted(None)]) == []
 
 
+def test_verify_reads_an_inconclusive_record_as_neither_passed_nor_failed() -> None:
+    from flows.record.verify import _check_verdict  # noqa: PLC0415 - the rule under test
+
+    assert _check_verdict(_record()) == []
+    called_qualified = _record(verdict_text="qualified")
+    assert _check_verdict(called_qualified) == [
+        "verdict 'qualified', but a gate was inconclusive and none failed"
+    ]
+    called_failed = _record(verdict_text="failed at benchmark: inconclusive after 7 arms")
+    assert _check_verdict(called_failed) != []
+
+
 # -- promote --accept-inconclusive and the in-flow approval ---------------------------------
 
 
