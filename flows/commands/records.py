@@ -21,8 +21,7 @@ from flows.record import compare as record_compare
 from flows.record.decisions import deciding_entry, decision_of
 from flows.record.index import gate_cell, write_index
 from flows.record.model import README_FILE, Record
-from flows.record.outcome import STAGE as BENCH
-from flows.record.outcome import benchmark_outcome
+from flows.record.outcome import found as found_by
 from flows.record.reader import broken_records, find_record, list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme
 from flows.record.verify import verify
@@ -85,6 +84,8 @@ WIDE_COLUMNS = 140
 GATE_COLUMNS = 110
 """From this width a narrower table still has a column per gate (outcome words); below it the
 verdict, which names the gate that failed, stands for them."""
+BENCH = "benchmark"
+"""The gate whose finding (faster, level, slower, inconclusive) `records` shows at any width."""
 BENCH_SHORT = "bench"
 _STYLE_DECISION = {"promoted": "green", "rejected": "bold red", "awaiting": "yellow"}
 
@@ -117,7 +118,7 @@ def records_table(folder: Path, *, width: int) -> Table:
         table.add_column(column, no_wrap=column in ("record", "decision"), overflow="fold")
     log = decisions_log(folder)
     for record in reversed(list_records(folder)):
-        found = benchmark_outcome(record)
+        found = found_by(record, BENCH)
         cells = [_found_cell(gate_cell(record, gate), found) if gate == BENCH else
                  gate_cell(record, gate) for gate in GATES]  # fmt: skip
         if wide:
@@ -178,7 +179,7 @@ def show(
 def decision_line(record: Record, log: list[LogEntry]) -> str:
     """What a person decided about a record (it is published before anyone decides, so its
     README cannot say): who, when, why, and the reason for accepting an inconclusive benchmark."""
-    found = f"benchmark {benchmark_outcome(record)}"
+    found = f"benchmark {found_by(record, BENCH)}"
     entry = deciding_entry(record, log)
     if entry is None:
         return f"{record.name}: {found}; decision: {decision_of(record, log)}"

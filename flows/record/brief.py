@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from flows.gates.markdown import DASH
 from flows.gates.registry import REGISTRY
 from flows.record.model import Record
-from flows.record.outcome import benchmark_outcome
+from flows.record.outcome import findings
 
 
 def brief_lines(
@@ -27,8 +26,7 @@ def brief_lines(
         newest[record.release_name] = record
     for name, record in newest.items():
         against = f" (against {record.previous})" if record.previous else ""
-        found = benchmark_outcome(record)
-        bench = f"; benchmark {found}" if found != DASH else ""
+        bench = "".join(f"; {gate} {word}" for gate, word in findings(record).items())
         lines.append(f"{name}: {record.verdict or record.status}{bench}{against}  [{record.name}]")
     last = records[-1] if records else None
     calibration = calibrations[-1] if calibrations else None

@@ -405,6 +405,19 @@ class BenchmarkStory:
             return []
         return [plot_benchmark(summary, folder / "benchmark.png")]
 
+    def found(self, summary: BaseModel) -> str:
+        """faster, level, slower, inconclusive or lost (`bench_outcome`)."""
+        return bench_outcome(summary) if isinstance(summary, BenchmarkSummary) else ""
+
+    def leading(self, summary: BaseModel) -> list[str]:
+        """The gated rows that decided, then the largest changes, with their 95 % intervals."""
+        if not isinstance(summary, BenchmarkSummary):
+            return []
+        changes = headline_changes(summary)
+        if not changes:
+            return []
+        return ["Largest gated changes [95% interval]:", "", *(f"- {line}" for line in changes)]
+
     def recompute(self, record: RecordView, stage: StageView, previous: Earlier) -> list[str]:
         """The comparison and decision again from the raw arms (a skipped stage has none)."""
         del previous
