@@ -246,7 +246,10 @@ def _slot_status(cluster: str) -> str | None:
     prefect_environment()
     from flows.pipeline.schedule import slot_status  # noqa: PLC0415
 
-    return slot_status(cluster)
+    try:
+        return slot_status(cluster)
+    except Exception as error:  # noqa: BLE001 - the ranks are still worth showing
+        return f"unknown: the Prefect server did not answer ({type(error).__name__}: {error})"
 
 
 def _release_slot(cluster: str) -> None:
