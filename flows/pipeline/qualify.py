@@ -6,7 +6,9 @@ the moment it finishes, and a gate that passed is cached by Prefect under a key 
 build digest, the resolved cluster, its settings and the record, so running the same command
 again after a failure or Ctrl-C resumes at the first gate without a result (`fresh=True` starts
 over). The record is published (README verdict first) before the flow ends; the flow ends Failed
-when any gate failed. Import this module only after `flows.settings.prefect_environment()`.
+when any gate failed, and when the promotion was refused (rejected, no decision in time): a
+verdict in one line, never a traceback. Import this module only after
+`flows.settings.prefect_environment()`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from prefect.states import Failed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.compare import SessionDecision
+from flows.errors import PromotionError
 from flows.gates.base import GateResult
 from flows.gates.benchmark.story import bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
@@ -53,6 +56,9 @@ class QualifyOutcome(BaseModel):
     stages: dict[str, str] = {}
     seconds: dict[str, float]
     promotion: str = ""
+    refused: bool = Field(
+        default=False, description="The promotion was refused (`promotion` says why): exit 1."
+    )
     benchmark: str = Field(
         default="", description="The benchmark session's decision (e.g. fail-inconclusive)."
     )
@@ -116,9 +122,16 @@ def qualify_flow(
     )
     if failed is not None:  # the flow ends Failed, with the outcome for the caller's summary
         return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
-    decided = decide_promotion(
-        release_file, release, published, wait=wait, say=stages.note, cluster_file=cluster_file
-    )
+    try:
+        decided = decide_promotion(
+            release_file, release, published, wait=wait, say=stages.note,
+            cluster_file=cluster_file, ask=stages.waiting,
+        )  # fmt: skip
+    except PromotionError as refused:  # rejected, or nobody decided: a verdict, in one line
+        said = str(refused)
+        return Failed(
+            message=said, data=outcome.model_copy(update={"promotion": said, "refused": True})
+        )
     return outcome.model_copy(update={"promotion": decided})
 
 

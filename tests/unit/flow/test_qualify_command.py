@@ -10,7 +10,7 @@ from prefect.states import Completed, Failed
 
 from flows.cli import main
 from flows.commands.qualify import _outcome, verdict_error
-from flows.errors import GateFailedError, InconclusiveError, LockHeldError
+from flows.errors import GateFailedError, InconclusiveError, LockHeldError, PromotionError
 from flows.gates.base import GateResult, Outcome
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.qualify import QualifyOutcome, benchmark_decision
@@ -61,6 +61,20 @@ def test_a_slower_benchmark_or_another_failed_gate_exits_1() -> None:
     error = verdict_error(slower, "slower")
     assert error is not None
     assert error.exit_code == 1
+
+
+def test_a_rejected_promotion_exits_1_with_the_runs_one_line_message() -> None:
+    """The flow ends Failed with the rejection as its state message (no exception): the
+    outcome comes back for the summary, and the message is the one line the command exits with."""
+    rejected = OUTCOME.model_copy(update={
+        "verdict": "qualified", "failed_gate": None, "promotion": "r2 rejected by bob: not today",
+        "refused": True,
+    })  # fmt: skip
+    state = Failed(message="r2 rejected by bob: not today", data=rejected)
+    assert _outcome("r2", state) == rejected
+    error = verdict_error(rejected, str(state.message))
+    assert isinstance(error, PromotionError)
+    assert (str(error), error.exit_code) == ("r2 rejected by bob: not today", 1)
 
 
 def test_a_qualified_release_exits_0() -> None:
