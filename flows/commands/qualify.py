@@ -3,11 +3,12 @@
 Every file is validated before anything starts (bad input exits 2 and nothing runs); then the
 Prefect flow runs in this process (embedded Prefect unless PREFECT_API_URL names a server) with
 the stage board on stderr (Prefect's own lines only with -v), and the run closes with the
-verdict, said once, and the record path; in plain output (CI, pipes), a table of the stages
-before them (on a terminal the board stays on screen and is that table). A release that waits
-for a decision shows how to answer last, below the board. The exit code follows the decision,
-as `bench compare`'s does: 0 qualified, 1 a gate failed (or the promotion was rejected), 2 bad
-input, 3 the benchmark was inconclusive (never a pass: qualify again to add arms).
+verdict, said once, as the last line; in plain output (CI, pipes), a table of the stages and
+the record's path before it (on a terminal the board stays on screen and is that table). A
+release that waits for a decision shows how to answer last, below the board. The exit code
+follows the decision, as `bench compare`'s does: 0 qualified, 1 a gate failed (or the promotion
+was rejected), 2 bad input, 3 the benchmark was inconclusive (never a pass: qualify again to add
+arms).
 """
 
 from __future__ import annotations
@@ -169,10 +170,9 @@ def _outcome(release: str, state: State[Any]) -> QualifyOutcome:
 
 
 def _print_summary(release: str, outcome: QualifyOutcome) -> None:
-    """Every stage with its outcome and seconds (where no live board shows them), then the
-    record; the verdict follows once, as the last line."""
+    """Every stage with its outcome and seconds, then the record, where no live board shows
+    them (its last row is the record); the verdict follows once, as the last line."""
     if err_console.is_terminal:  # the board stays on screen: the same table
-        err_console.print(f"record: {escape(outcome.record)}")
         return
     table = Table(title=f"{escape(release)}: stages", title_justify="left")
     table.add_column("stage")

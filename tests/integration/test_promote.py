@@ -20,10 +20,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,8 +33,10 @@ from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
+from tests.support.output_lines import OutputLines
 from tests.support.project import ProjectKind, projects
 from tests.support.project import PromotionProject as Project
+from tests.support.shell import paste
 from tests.support.waiting import wait_until
 
 # one project for the module: its r1 is approved once, then rejected, then rolled back to
@@ -93,9 +91,11 @@ def test_reject_as_printed_by_the_waiting_qualification_leaves_the_pointer(
     assert approved[0] == 0
     before = project.pointer()
     waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
-    lines = _Lines(waiting)
+    lines = OutputLines(waiting)
     try:
-        command = wait_until(lines.reject_command, 600, "qualify to print its reject command")
+        command = wait_until(
+            lambda: lines.containing("sparkgate reject"), 600, "qualify to print its reject"
+        )
         time.sleep(3)  # long enough for anything printed after the prompt to show
         assert lines.said()[-1] == command, "the prompt is not the last thing printed"
         wait_until(lambda: _paste(project, command), 120, "the pasted reject to find the run")
@@ -103,10 +103,7 @@ def test_reject_as_printed_by_the_waiting_qualification_leaves_the_pointer(
     finally:
         if waiting.poll() is None:
             waiting.kill()
-        lines.reader.join(timeout=10)
-        if waiting.stdout is not None:
-            waiting.stdout.close()
-    output = "\n".join(lines.said())
+        output = lines.close()
     by = getpass.getuser()
     assert waiting.returncode == 1, output
     assert lines.said()[-1] == f"r1 rejected by {by}: ...", output  # the run's state message
@@ -119,36 +116,10 @@ def test_reject_as_printed_by_the_waiting_qualification_leaves_the_pointer(
     )  # fmt: skip
 
 
-class _Lines:
-    """A running command's output lines, read as they come (a thread drains the pipe)."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self._lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, args=(process,), daemon=True)
-        self.reader.start()
-
-    def _read(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            self._lines.append(line.rstrip("\n"))
-
-    def said(self) -> list[str]:
-        """Every line so far."""
-        return list(self._lines)
-
-    def reject_command(self) -> str:
-        """The prompt's reject command line, once printed ("" before)."""
-        return next((line for line in self.said() if "sparkgate reject" in line), "")
-
-
 def _paste(project: Project, command: str) -> bool:
-    """Run `command` in a shell, as a person pastes it, with `sparkgate` on PATH; True once it
-    reached the waiting run (before the pause is stored the run is not found yet)."""
-    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
-    done = subprocess.run(
-        ["bash", "-c", command], env={**project.env, "PATH": path}, cwd=project.root,
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    """True once `command`, pasted into a shell, reached the waiting run (before the pause is
+    stored the run is not found yet)."""
+    done = paste(command, project.env, project.root)
     assert done.returncode == 0 or "no paused qualification" in done.stderr, done.stderr
     return done.returncode == 0
 
