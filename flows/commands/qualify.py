@@ -146,8 +146,8 @@ def watched_run(
 def verdict_error(outcome: QualifyOutcome, message: str) -> SparkgateError | None:
     """The error a verdict exits with: none when qualified, 3 when inconclusive, 1 when a gate
     failed or the promotion was refused (rejected, or nobody decided in time)."""
-    if outcome.refused:
-        return PromotionError(message)
+    if outcome.refused:  # its own words, also when Prefect's orchestration ended the wait first
+        return PromotionError(outcome.promotion or message)
     if outcome.inconclusive:
         return InconclusiveError(message)
     if outcome.failed_gate is not None:

@@ -126,12 +126,18 @@ class StageBoard:
         self.console.print(prompt, markup=False, highlight=False, soft_wrap=True)
 
     def view(self) -> RenderableType:
-        """What the terminal shows: the table, then the prompt with the time waited, if any."""
+        """What the terminal shows: the table, then the prompt with the time waited, if any;
+        the prompt alone when both do not fit the terminal's height (it must stay visible)."""
+        table = self.render()
         if self._prompt is None:
-            return self.render()
+            return table
         prompt, since = self._prompt
-        waited = Text(f"waiting {_clock(time.monotonic() - since)}", style="dim")
-        return Group(self.render(), Text(prompt), waited)
+        asked = Group(Text(prompt), Text(f"waiting {_clock(time.monotonic() - since)}", "dim"))
+        lines = self.console.render_lines
+        options = self.console.options
+        if len(lines(table, options)) + len(lines(asked, options)) > self.console.height:
+            return asked
+        return Group(table, asked)
 
     def statuses(self) -> dict[str, str]:
         """Status of every stage that ran (passed, cached, skipped or failed)."""

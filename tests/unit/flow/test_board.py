@@ -77,6 +77,16 @@ def test_on_a_terminal_the_prompt_is_the_last_thing_shown_with_the_time_waited()
     assert "waits for your decision" not in view.export_text()
 
 
+def test_a_terminal_too_short_for_both_shows_the_prompt_alone() -> None:
+    short = Console(file=io.StringIO(), width=120, height=12, force_terminal=True)
+    board = StageBoard(short, "qualify r2")
+    board.waiting(PROMPT)
+    view = Console(file=io.StringIO(), width=120, color_system=None, record=True)
+    view.print(board.view())
+    assert _shown(view)[:2] == PROMPT.splitlines()
+    assert "cluster lock" not in view.export_text()
+
+
 def test_the_live_board_keeps_the_prompt_below_the_table_while_it_waits() -> None:
     screen = io.StringIO()
     with StageBoard(Console(file=screen, width=120, force_terminal=True), "qualify r2") as board:
