@@ -114,12 +114,18 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     outcome = _outcome(chosen.name, state)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
-    _print_summary(chosen.name, outcome)
-    error = verdict_error(outcome, str(state.message))
+    conclude(chosen.name, outcome, str(state.message))
+
+
+def conclude(release: str, outcome: QualifyOutcome, message: str) -> None:
+    """The end of the run on stderr: the summary, then the verdict once, as the last line (a
+    failure's is the error the command exits with)."""
+    _print_summary(release, outcome)
+    error = verdict_error(outcome, message)
     if error is not None:
         raise error
     promotion = f", {outcome.promotion}" if outcome.promotion else ""
-    err_console.print(f"{escape(chosen.name)}: {escape(outcome.verdict)}{escape(promotion)}")
+    err_console.print(f"{escape(release)}: {escape(outcome.verdict)}{escape(promotion)}")
 
 
 @contextlib.contextmanager

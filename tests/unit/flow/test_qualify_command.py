@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from prefect.states import Completed, Failed
+from rich.console import Console
 
 from flows.cli import main
-from flows.commands.qualify import _outcome, verdict_error
+from flows.commands import qualify as qualify_command
+from flows.commands.qualify import _outcome, conclude, verdict_error
 from flows.errors import GateFailedError, InconclusiveError, LockHeldError, PromotionError
 from flows.gates.base import GateResult, Outcome
 from flows.gates.benchmark.summary import BenchmarkSummary
@@ -108,3 +111,30 @@ def test_a_release_whose_previous_has_no_record_on_the_shape_is_refused_before_a
     assert f"sparkgate qualify {ROOT / 'releases' / 'r1.yaml'} -c local" in error
     assert not (tmp_path / ".sparkgate").exists()  # no Prefect home, no build, no lock
     assert not (tmp_path / "experiments").exists()
+
+
+@pytest.mark.parametrize(
+    ("outcome", "message", "last"),
+    [
+        (OUTCOME, "r2 failed at benchmark: slower (record: experiments/2026-12-02-r2)",
+         "r2 failed at benchmark: slower (record: experiments/2026-12-02-r2)"),
+        (OUTCOME.model_copy(update={"verdict": "qualified", "failed_gate": None,
+                                    "promotion": "promoted by alice"}), "",
+         "r2: qualified, promoted by alice"),
+    ],
+    ids=["failed", "promoted"],
+)  # fmt: skip
+def test_the_verdict_is_said_once_as_the_last_line(
+    outcome: QualifyOutcome, message: str, last: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain output (CI): the stages table, the record, then the verdict, once."""
+    screen = Console(file=io.StringIO(), width=200, color_system=None)
+    monkeypatch.setattr(qualify_command, "err_console", screen)
+    try:
+        conclude("r2", outcome, message)
+    except GateFailedError as error:  # the CLI prints it as the run's last line
+        screen.print(str(error))
+    said = screen.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert said[-1] == last
+    assert "\n".join(said).count(outcome.verdict) == 1, said
+    assert said[-2] == f"record: {outcome.record}"
