@@ -89,11 +89,13 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     require_previous(experiments, inputs.release_file, chosen, inputs.previous, spec)
     prefect_environment()
     from flows.pipeline.events import current_observer  # noqa: PLC0415
-    from flows.pipeline.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
+    from flows.pipeline.qualify import qualify_flow, refusals  # noqa: PLC0415 - imports prefect
 
     title = f"qualify {chosen.name} on {spec.name}"
+    refused: list[QualifyOutcome] = []
     with watched_run(title, verbose=verbose) as board:
         token, handed = current_observer.set(board), given_inputs.set(inputs)
+        told = refusals.set(refused)
         try:
             state = qualify_flow(
                 str(inputs.release_file.resolve()), str(inputs.cluster_file.resolve()), fresh,
@@ -109,9 +111,10 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
             )
             raise
         finally:
+            refusals.reset(told)
             given_inputs.reset(handed)
             current_observer.reset(token)
-    outcome = _outcome(chosen.name, state)
+    outcome = refused[-1] if refused else _outcome(chosen.name, state)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
     conclude(chosen.name, outcome, str(state.message))

@@ -13,6 +13,7 @@ verdict in one line, never a traceback. Import this module only after
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 
 from prefect import flow
@@ -41,6 +42,12 @@ from flows.settings import project_root
 
 RESULTS_DIR = "prefect-results"
 INCONCLUSIVE = SessionDecision.FAIL_INCONCLUSIVE.value
+
+
+refusals: ContextVar[list[QualifyOutcome] | None] = ContextVar("refusals", default=None)
+"""Where a command running the flow in its process finds a refused promotion's outcome: when a
+pause expired, Prefect's server overrules the flow's final state with its own ("The flow was
+failed and never resumed."), which carries no outcome."""
 
 
 class QualifyOutcome(BaseModel):
@@ -129,9 +136,11 @@ def qualify_flow(
         )  # fmt: skip
     except PromotionError as refused:  # rejected, or nobody decided: a verdict, in one line
         said = str(refused)
-        return Failed(
-            message=said, data=outcome.model_copy(update={"promotion": said, "refused": True})
-        )
+        ended = outcome.model_copy(update={"promotion": said, "refused": True})
+        box = refusals.get()
+        if box is not None:
+            box.append(ended)
+        return Failed(message=said, data=ended)
     return outcome.model_copy(update={"promotion": decided})
 
 
