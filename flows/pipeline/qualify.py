@@ -6,11 +6,14 @@ the moment it finishes, and a gate that passed is cached by Prefect under a key 
 build digest, the resolved cluster, its settings and the record, so running the same command
 again after a failure or Ctrl-C resumes at the first gate without a result (`fresh=True` starts
 over). The record is published (README verdict first) before the flow ends; the flow ends Failed
-when any gate failed. Import this module only after `flows.settings.prefect_environment()`.
+when any gate failed, and when the promotion was refused (rejected, no decision in time): a
+verdict in one line, never a traceback. Import this module only after
+`flows.settings.prefect_environment()`.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 
 from prefect import flow
@@ -19,6 +22,7 @@ from prefect.states import Completed, Failed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.compare import SessionDecision
+from flows.errors import InconclusiveError, PromotionError
 from flows.gates.base import GateResult
 from flows.gates.benchmark.story import bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
@@ -41,7 +45,12 @@ INCONCLUSIVE = SessionDecision.FAIL_INCONCLUSIVE.value
 INCONCLUSIVE_STATE = "Inconclusive"
 """The name of the Completed state an inconclusive run ends in without waiting (`--no-wait`, a
 nightly run): `sparkgate notify`'s automation announces runs entering it."""
-AWAITING_DECISION = "awaiting a decision (inconclusive: never promoted by itself)"
+
+
+refusals: ContextVar[list[QualifyOutcome] | None] = ContextVar("refusals", default=None)
+"""Where a command running the flow in its process finds a refused promotion's outcome: when a
+pause expired, Prefect's server overrules the flow's final state with its own ("The flow was
+failed and never resumed."), which carries no outcome."""
 
 
 class QualifyOutcome(BaseModel):
@@ -57,6 +66,9 @@ class QualifyOutcome(BaseModel):
     stages: dict[str, str] = {}
     seconds: dict[str, float]
     promotion: str = ""
+    refused: bool = Field(
+        default=False, description="The promotion was refused (`promotion` says why): exit 1."
+    )
     benchmark: str = Field(
         default="", description="The benchmark session's decision (e.g. fail-inconclusive)."
     )
@@ -126,14 +138,25 @@ def qualify_flow(
     if failed is not None:  # the flow ends Failed, with the outcome for the caller's summary
         return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
     if outcome.inconclusive and not wait:  # a person decides later; a notification says so
-        awaiting = outcome.model_copy(update={"promotion": AWAITING_DECISION})
-        return Completed(
-            name=INCONCLUSIVE_STATE, data=awaiting,
-            message=awaiting_message(release.name, text, release_file, cluster_file, published),
+        said = awaiting_message(release.name, text, release_file, cluster_file, published)
+        awaiting = outcome.model_copy(update={"promotion": said})
+        return Completed(name=INCONCLUSIVE_STATE, data=awaiting, message=said)
+    try:
+        decided = decide_promotion(
+            release_file, release, published, wait=wait, say=stages.note,
+            cluster_file=cluster_file, ask=stages.waiting,
         )  # fmt: skip
-    decided = decide_promotion(
-        release_file, release, published, wait=wait, say=stages.note, cluster_file=cluster_file
-    )
+    except (PromotionError, InconclusiveError) as refused:  # rejected, or nobody decided
+        said = str(refused)
+        # a rejection is refused (exit 1); an inconclusive wait nobody answered stays
+        # inconclusive, awaiting a decision (exit 3)
+        ended = outcome.model_copy(
+            update={"promotion": said, "refused": isinstance(refused, PromotionError)}
+        )
+        box = refusals.get()
+        if box is not None:
+            box.append(ended)
+        return Failed(message=said, data=ended)
     return outcome.model_copy(update={"promotion": decided})
 
 

@@ -19,7 +19,7 @@ from flows.errors import InconclusiveError, PromotionError, SparkgateError
 from flows.lines import LineSink
 from flows.promotion.description import decision_description
 from flows.promotion.models import LogEntry
-from flows.promotion.paused import Decision, InconclusiveDecision
+from flows.promotion.paused import Decision, InconclusiveDecision, waiting_prompt
 from flows.promotion.promote import log_rejection, promote_release
 from flows.promotion.rules import relative_to_root
 from flows.promotion.store import append_log
@@ -41,6 +41,7 @@ def decide_promotion(
     wait: bool,
     say: LineSink,
     cluster_file: str | None = None,
+    ask: LineSink | None = None,
 ) -> str:
     """At the end of a passing qualification: wait for a person, then promote or reject.
 
@@ -48,20 +49,21 @@ def decide_promotion(
     qualified and awaits `sparkgate promote`. A rejection is logged and raised. The decision is
     about the record at `record`, as the form shows it, on the cluster it was qualified on (its
     `cluster_name`): an approval checks that record and moves that cluster's pointer only.
+    The prompt (how to answer, `waiting_prompt`) goes to `ask`, else to `say`.
     """
     if not wait:
         return AWAITING
     shown = described_record(record)
     cluster = shown.cluster_name if shown is not None else None
-    say(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
+    timeout = pause_timeout_s(release)
+    (ask or say)(waiting_prompt(release.name, release_file, cluster_file, timeout))
     undecided = shown is not None and needs_acceptance(shown)
     if undecided:
-        say(accepting_hint(release.name))
+        (ask or say)(accepting_hint(release.name))
     form = (InconclusiveDecision if undecided else Decision).with_initial_data(
         description=decision_description(release.name, shown, str(record)),
         decision="approve",
     )
-    timeout = pause_timeout_s(release)
     try:
         answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=POLL_S)
     except FlowPauseTimeout as error:
