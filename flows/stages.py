@@ -14,6 +14,9 @@ from flows.gates.registry import GATES, REGISTRY
 STAGES = ("validate", "lock", "preflight", "build", "distribute", *GATES, "verdict", "record")
 """Every stage of a qualification, in the order it runs."""
 
+CALIBRATION_STAGES = ("lock", "preflight", "build", "distribute", "calibration", "record")
+"""Every stage of an A/A calibration (`sparkgate calibrate`), in the order it runs."""
+
 STAGE_TITLES = {
     "validate": "load + validate",
     "lock": "cluster lock",
@@ -21,6 +24,7 @@ STAGE_TITLES = {
     "build": "build once",
     "distribute": "distribute + verify",
     **{gate.name: gate.title for gate in REGISTRY},
+    "calibration": "A/A calibration",
     "verdict": "verdict",
     "record": "record",
 }
@@ -41,3 +45,7 @@ class StageObserver(Protocol):
 
     def finished(self, stage: str, status: str, detail: str = "") -> None:
         """A stage ended with a status and a one-line detail."""
+
+    def waiting(self, prompt: str) -> None:
+        """The run waits for a person; `prompt` (lines) says how to answer. A terminal keeps it
+        last on screen until the next event."""

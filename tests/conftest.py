@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.findings import COUNTED, coverage_lines
 from tests.support.local_cluster import (  # noqa: F401 - fixtures used by name
     cluster_root,
     local_cluster,
@@ -85,25 +86,24 @@ def pytest_runtest_makereport(
     return report
 
 
-HARDENING = ("tests/security/", "tests/faults/")
+_OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Count the attacks and faults tried (tests/security, tests/faults) and how many held."""
-    counts: dict[str, int] = {}
-    for outcome in ("passed", "failed", "error", "skipped"):
-        reports = terminalreporter.stats.get(outcome, [])
-        counts[outcome] = len(
-            {
-                r.nodeid
-                for r in reports
-                if isinstance(r, pytest.TestReport) and r.nodeid.startswith(HARDENING)
-            }
-        )
-    tried = sum(counts.values())
-    if tried:
+    """Count the attacks and faults tried (tests/security, tests/faults, and the lab tests of a
+    finding) and how many held, then which of issue 30's findings held (tests/support/findings)."""
+    outcomes: dict[str, str] = {}
+    for outcome in _OUTCOMES:  # a failure or error overrides the same test's pass
+        for report in terminalreporter.stats.get(outcome, []):
+            counted = isinstance(report, pytest.TestReport) and report.nodeid.startswith(COUNTED)
+            if counted and outcomes.get(report.nodeid) not in {"failed", "error"}:
+                outcomes[report.nodeid] = outcome
+    counts = {outcome: list(outcomes.values()).count(outcome) for outcome in _OUTCOMES}
+    if outcomes:
         terminalreporter.write_line(
-            f"attacks and faults: {tried} tried, {counts['passed']} survived, "
+            f"attacks and faults: {len(outcomes)} tried, {counts['passed']} survived, "
             f"{counts['failed'] + counts['error']} not survived, {counts['skipped']} skipped "
-            "(tests/security, tests/faults; docs/reliability.md)"
+            "(tests/security, tests/faults, lab tests of a finding; docs/reliability.md)"
         )
+        for line in coverage_lines(outcomes):
+            terminalreporter.write_line(line)

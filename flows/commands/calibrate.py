@@ -2,7 +2,8 @@
 
 The benchmark gate can only bound boot-to-boot noise with past A/A gaps; a calibration measures
 them on purpose (the same release booted fresh in each arm) and publishes them as a calibration
-record, which every later qualification of the same cluster shape and suite then pools.
+record, which every later qualification of the same cluster shape and suite then pools. It runs
+under the same live board as `sparkgate qualify` (Prefect's own lines only with -v).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import typer
 from rich.markup import escape
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path, load_cluster
+from flows.commands.qualify import VerboseOption, watched_run
 from flows.errors import BenchError, SpecError
 from flows.names import release_path
+from flows.stages import CALIBRATION_STAGES
 from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ def calibrate(
     ] = 3,
     cluster: ClusterOption = "local",
     as_json: JsonOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Run RELEASE in every arm and add its A/A gaps to the ledger (a calibration record)."""
     from flows.settings import prefect_environment  # noqa: PLC0415
@@ -39,19 +43,23 @@ def calibrate(
 
     if arms < 2:
         raise SpecError(f"{arms} arms give no A/A gap", key="--arms", expected="2 or more")
-    shape = load_cluster(cluster).shape
+    spec = load_cluster(cluster)
     release_file = release_path(release)
     settings = load_release(release_file).gates.benchmark
     prefect_environment()
     from flows.pipeline.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
-    from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
-    from flows.settings import state_dir  # noqa: PLC0415
+    from flows.pipeline.events import current_observer  # noqa: PLC0415
 
-    with prefect_backend(state_dir() / "prefect"):  # the server a Ctrl-C leaves alone, as qualify
-        state = calibrate_flow(
-            str(release_file.resolve()), str(cluster_path(cluster).resolve()), arms,
-            return_state=True,
-        )  # fmt: skip
+    title = f"calibrate {Path(release_file).stem} on {spec.name}, {arms} arms"
+    with watched_run(title, verbose=verbose, stages=CALIBRATION_STAGES) as board:
+        token = current_observer.set(board)
+        try:
+            state = calibrate_flow(
+                str(release_file.resolve()), str(cluster_path(cluster).resolve()), arms,
+                return_state=True,
+            )  # fmt: skip
+        finally:
+            current_observer.reset(token)
     if state.is_failed():
         try:
             state.result()
@@ -67,7 +75,7 @@ def calibrate(
         f"record: {escape(outcome.record)}; the ledger for this shape and suite now holds "
         f"{outcome.ledger_sessions} A/A gaps"
     )
-    for line in _resolution(release_file, settings, shape):
+    for line in _resolution(release_file, settings, spec.shape):
         err_console.print(line, markup=False, highlight=False)
 
 

@@ -117,6 +117,8 @@ def stop(cluster: ClusterOption = "local") -> None:
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
 
     spec = load_cluster(cluster)
+    if slot := _slot_status(spec.name):
+        err_console.print(f"{spec.name}: concurrency slot {escape(slot)}")
     session = load_session(state_dir(), spec.name)
     if session is None:
         err_console.print(f"{spec.name}: nothing started by sparkgate is running")
@@ -138,6 +140,8 @@ def status(cluster: ClusterOption = "local", as_json: JsonOption = False) -> Non
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
 
     spec = load_cluster(cluster)
+    if slot := _slot_status(spec.name):
+        err_console.print(f"{spec.name}: concurrency slot {escape(slot)}")
     session = load_session(state_dir(), spec.name)
     if session is None:
         err_console.print(f"{spec.name}: nothing started by sparkgate is running")
@@ -235,15 +239,33 @@ def unlock(
     )
 
 
+def _slot_status(cluster: str) -> str | None:
+    """Who holds the cluster's slot on the configured Prefect server (None in embedded mode)."""
+    from flows.settings import prefect_environment  # noqa: PLC0415
+
+    prefect_environment()
+    from flows.pipeline.schedule import slot_status  # noqa: PLC0415
+
+    try:
+        return slot_status(cluster)
+    except Exception as error:  # noqa: BLE001 - the ranks are still worth showing
+        return f"unknown: the Prefect server did not answer ({type(error).__name__}: {error})"
+
+
 def _release_slot(cluster: str) -> None:
     """Give back the cluster's slot on the configured Prefect server (none in embedded mode)."""
     from flows.settings import prefect_environment  # noqa: PLC0415
 
     prefect_environment()
-    from flows.pipeline.schedule import release_slot, slot_name  # noqa: PLC0415
+    from flows.cluster.ops.slot_holder import liveness  # noqa: PLC0415
+    from flows.pipeline.schedule import read_holder, release_slot, server_mode, slot_name  # noqa: PLC0415
 
+    holder = read_holder(cluster) if server_mode() else None
     if freed := release_slot(cluster):
-        err_console.print(f"{cluster}: gave back {freed} taken slot of {slot_name(cluster)!r}")
+        held = f", held by {holder.describe(liveness(holder))}" if holder else ""
+        err_console.print(
+            f"{cluster}: gave back {freed} taken slot of {slot_name(cluster)!r}{escape(held)}"
+        )
 
 
 def doctor(cluster: ClusterOption = "local", as_json: JsonOption = False) -> None:

@@ -48,6 +48,14 @@ WaitingOnOption = Annotated[
         "waits).",
     ),
 ]
+AcceptOption = Annotated[
+    str,
+    typer.Option(
+        "--accept-inconclusive",
+        help="Why you accept a benchmark that could not decide (required to approve or promote "
+        "an inconclusive qualification; kept in the promotions log with who accepted it).",
+    ),
+]
 ReleaseArgument = Annotated[
     str, typer.Argument(help="Release file or name, e.g. releases/r2.yaml.")
 ]
@@ -65,9 +73,14 @@ def approve(
     by: ByOption = None,
     reason: ReasonOption = "",
     cluster: WaitingOnOption = None,
+    accept_inconclusive: AcceptOption = "",
 ) -> None:
-    """Approve the waiting qualification of RELEASE; it then promotes the release on its cluster."""
-    _resume(release, "approve", by, reason, cluster)
+    """Approve the waiting qualification of RELEASE; it then promotes the release on its cluster.
+
+    A qualification whose benchmark was inconclusive is approved only with
+    --accept-inconclusive "REASON"; without it the answer is refused and the run still waits.
+    """
+    _resume(release, "approve", by, reason, cluster, accept_inconclusive=accept_inconclusive)
 
 
 def reject(
@@ -80,12 +93,13 @@ def reject(
     _resume(release, "reject", by, reason, cluster)
 
 
-def promote(
+def promote(  # noqa: PLR0917 - typer maps parameters to options
     release: ReleaseArgument,
     deploy: DeployOption = False,
     cluster: ClusterOption = None,
     by: ByOption = None,
     reason: ReasonOption = "",
+    accept_inconclusive: AcceptOption = "",
 ) -> None:
     """Promote RELEASE on one cluster now (its latest record must pass every gate, this build;
     with -c, a record on that cluster's shape)."""
@@ -101,7 +115,7 @@ def promote(
     with terminate_as_interrupt():
         pointer = promote_release(
             path, by=by or getpass.getuser(), reason=reason, cluster=name, cluster_file=target,
-            shape=shape, say=_say,
+            shape=shape, say=_say, accept_inconclusive=accept_inconclusive,
         )  # fmt: skip
     _print_current(name, pointer.current.release, pointer.current.record, before)
 
@@ -148,6 +162,8 @@ def _resume(
     by: str | None,
     reason: str,
     cluster: str | None,
+    *,
+    accept_inconclusive: str = "",
 ) -> None:
     from flows.settings import prefect_environment  # noqa: PLC0415
 
@@ -157,9 +173,20 @@ def _resume(
         load_cluster(cluster)  # validated before anything is sent
         waiting_on = cluster_path(cluster).resolve()
     prefect_environment()
-    from flows.promotion.paused import Decision, resume_paused  # noqa: PLC0415
+    from flows.promotion.paused import (  # noqa: PLC0415
+        Decision,
+        InconclusiveDecision,
+        resume_paused,
+    )
 
-    answer = Decision(decision=decision, by=by or getpass.getuser(), reason=reason)
+    who = by or getpass.getuser()
+    answer = (
+        InconclusiveDecision(
+            decision=decision, by=who, reason=reason, accept_inconclusive=accept_inconclusive
+        )
+        if accept_inconclusive
+        else Decision(decision=decision, by=who, reason=reason)
+    )
     run = resume_paused(release, answer, waiting_on)
     err_console.print(f"{escape(name)}: {decision} sent to the waiting qualification (run {run})")
 

@@ -2,15 +2,22 @@
 
 Every file is validated before anything starts (bad input exits 2 and nothing runs); then the
 Prefect flow runs in this process (embedded Prefect unless PREFECT_API_URL names a server) with
-the stage board on stderr, and a summary table closes the run with the verdict and record path.
-The exit code follows the decision, as `bench compare`'s does: 0 qualified, 1 a gate failed,
-2 bad input, 3 the benchmark was inconclusive (never a pass: qualify again to add arms).
+the stage board on stderr (Prefect's own lines only with -v), and the run closes with the
+verdict, said once, as the last line; in plain output (CI, pipes), a table of the stages and
+the record's path before it (on a terminal the board stays on screen and is that table). A
+release that waits for a decision shows how to answer last, below the board. The exit code
+follows the decision, as `bench compare`'s does: 0 qualified (or, waiting, an inconclusive
+benchmark a person accepted and promoted), 1 a gate failed (or the promotion was rejected), 2
+bad input, 3 the benchmark was inconclusive and nobody accepted it: never a pass, never
+"failed"; the release awaits a person's decision (`promote --accept-inconclusive "REASON"`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import textwrap
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,9 +26,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path
-from flows.errors import GateFailedError, InconclusiveError, SparkgateError
+from flows.errors import GateFailedError, InconclusiveError, PromotionError, SparkgateError
 from flows.names import release_path
-from flows.stages import STAGE_TITLES
+from flows.stages import STAGE_TITLES, STAGES
 from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:
@@ -29,6 +36,14 @@ if TYPE_CHECKING:
 
     from flows.pipeline.plan import QualificationPlan
     from flows.pipeline.qualify import QualifyOutcome
+    from flows.ui.board import StageBoard
+
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Also show Prefect's own log lines (run names, task states)."
+    ),
+]
 
 
 def qualify(  # noqa: PLR0917 - typer maps parameters to options
@@ -53,12 +68,14 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
             help="Print every command, container and HTTP call per node and stage; run nothing.",
         ),
     ] = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Qualify RELEASE on the cluster: gates in order, then the experiments record.
 
     Exits 0 when qualified, 1 when a gate failed, 2 on bad input and 3 when the benchmark was
-    inconclusive (its noise allowed no decision: never a pass). With --plan, prints what it
-    would do and exits 0, touching nothing.
+    inconclusive and not accepted (its noise allowed no decision: never a pass; approve it with
+    --accept-inconclusive "REASON"). With --plan, prints what it would do and exits 0, touching
+    nothing.
     """
     from flows.pipeline.inputs import (  # noqa: PLC0415
         benchmark_resolution,
@@ -68,7 +85,6 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     from flows.pipeline.plan import qualification_plan  # noqa: PLC0415
     from flows.pipeline.previous import require_previous  # noqa: PLC0415
     from flows.settings import prefect_environment, project_root  # noqa: PLC0415
-    from flows.ui.board import StageBoard  # noqa: PLC0415
 
     inputs = load_inputs(release_path(release), cluster_path(cluster))
     chosen, spec = inputs.release, inputs.cluster
@@ -80,14 +96,14 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
         return
     require_previous(experiments, inputs.release_file, chosen, inputs.previous, spec)
     prefect_environment()
-    from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
     from flows.pipeline.events import current_observer  # noqa: PLC0415
-    from flows.pipeline.qualify import qualify_flow  # noqa: PLC0415 - prefect is imported only now
-    from flows.settings import state_dir  # noqa: PLC0415
+    from flows.pipeline.qualify import qualify_flow, refusals  # noqa: PLC0415 - imports prefect
 
     title = f"qualify {chosen.name} on {spec.name}"
-    with prefect_backend(state_dir() / "prefect"), StageBoard(err_console, title) as board:
+    refused: list[QualifyOutcome] = []
+    with watched_run(title, verbose=verbose) as board:
         token, handed = current_observer.set(board), given_inputs.set(inputs)
+        told = refusals.set(refused)
         try:
             state = qualify_flow(
                 str(inputs.release_file.resolve()), str(inputs.cluster_file.resolve()), fresh,
@@ -103,23 +119,56 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
             )
             raise
         finally:
+            refusals.reset(told)
             given_inputs.reset(handed)
             current_observer.reset(token)
-    outcome = _outcome(chosen.name, state)
+    outcome = refused[-1] if refused else _outcome(chosen.name, state)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
-    _print_summary(chosen.name, outcome)
-    error = verdict_error(outcome, str(state.message))
+    conclude(chosen.name, outcome, str(state.message))
+
+
+def conclude(release: str, outcome: QualifyOutcome, message: str) -> None:
+    """The end of the run on stderr: the summary, then the verdict once, as the last line (a
+    failure's is the error the command exits with)."""
+    _print_summary(release, outcome)
+    error = verdict_error(outcome, message)
     if error is not None:
         raise error
-    if outcome.promotion:
-        err_console.print(f"{chosen.name}: {escape(outcome.verdict)}, {escape(outcome.promotion)}")
+    promotion = f", {outcome.promotion}" if outcome.promotion else ""
+    err_console.print(f"{escape(release)}: {escape(outcome.verdict)}{escape(promotion)}")
+
+
+@contextlib.contextmanager
+def watched_run(
+    title: str, *, verbose: bool, stages: tuple[str, ...] = STAGES
+) -> Iterator[StageBoard]:
+    """The Prefect server for a run of this command and its board on stderr, with Prefect's own
+    lines only when `verbose`; on a configured server, its URL left where `approve` looks."""
+    from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
+    from flows.promotion.paused import served_by  # noqa: PLC0415
+    from flows.settings import state_dir  # noqa: PLC0415
+    from flows.ui.board import StageBoard  # noqa: PLC0415
+    from flows.ui.prefect_log import show_prefect_log  # noqa: PLC0415
+
+    show_prefect_log(err_console, verbose=verbose)
+    with prefect_backend(state_dir() / "prefect") as url, contextlib.ExitStack() as stack:
+        from flows.pipeline.embedded import embedded_url  # noqa: PLC0415
+
+        if embedded_url() is None:
+            stack.enter_context(served_by(url))
+        yield stack.enter_context(StageBoard(err_console, title, stages))
 
 
 def verdict_error(outcome: QualifyOutcome, message: str) -> SparkgateError | None:
-    """The error a verdict exits with: none when qualified, 3 when inconclusive, else 1."""
-    if outcome.inconclusive:
-        return InconclusiveError(message)
+    """The error a verdict exits with: none when qualified (or a person accepted an
+    inconclusive benchmark and it was promoted), 1 when a gate failed or the promotion was
+    refused (rejected, or a qualified run nobody decided on in time), 3 when the benchmark was
+    inconclusive and it was not promoted (awaiting a person's decision)."""
+    if outcome.refused:  # its own words, also when Prefect's orchestration ended the wait first
+        return PromotionError(outcome.promotion or message)
+    if outcome.inconclusive and not outcome.promoted:
+        return InconclusiveError(outcome.promotion or message)
     if outcome.failed_gate is not None:
         return GateFailedError(message)
     return None
@@ -140,8 +189,11 @@ def _outcome(release: str, state: State[Any]) -> QualifyOutcome:
 
 
 def _print_summary(release: str, outcome: QualifyOutcome) -> None:
-    """Every stage with its outcome and seconds, then the verdict and the record."""
-    table = Table(title=f"{release}: {escape(outcome.verdict)}", title_justify="left")
+    """Every stage with its outcome and seconds, then the record, where no live board shows
+    them (its last row is the record); the verdict follows once, as the last line."""
+    if err_console.is_terminal:  # the board stays on screen: the same table
+        return
+    table = Table(title=f"{escape(release)}: stages", title_justify="left")
     table.add_column("stage")
     table.add_column("outcome")
     table.add_column("seconds", justify="right")

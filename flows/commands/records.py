@@ -18,9 +18,10 @@ from flows.errors import RecordError
 from flows.gates.registry import GATES, REGISTRY
 from flows.promotion.models import LOG_FILE, LogEntry
 from flows.record import compare as record_compare
-from flows.record.decisions import decision_of
+from flows.record.decisions import deciding_entry, decision_of
 from flows.record.index import gate_cell, write_index
-from flows.record.model import README_FILE
+from flows.record.model import README_FILE, Record
+from flows.record.outcome import found as found_by
 from flows.record.reader import broken_records, find_record, list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme
 from flows.record.verify import verify
@@ -32,7 +33,10 @@ ExperimentsOption = Annotated[
     typer.Option("--experiments", help="Folder of records (default: experiments/ of the project)."),
 ]
 RecordArgument = Annotated[str, typer.Argument(help="Record folder, folder name or release name.")]
-_STYLE = {"passed": "green", "failed": "bold red", "skipped": "yellow"}
+_STYLE = {
+    "passed": "green", "failed": "bold red", "skipped": "yellow", "faster": "green",
+    "level": "green", "slower": "bold red", "inconclusive": "bold yellow", "lost": "bold red",
+}  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
@@ -80,6 +84,9 @@ WIDE_COLUMNS = 140
 GATE_COLUMNS = 110
 """From this width a narrower table still has a column per gate (outcome words); below it the
 verdict, which names the gate that failed, stands for them."""
+BENCH = "benchmark"
+"""The gate whose finding (faster, level, slower, inconclusive) `records` shows at any width."""
+BENCH_SHORT = "bench"
 _STYLE_DECISION = {"promoted": "green", "rejected": "bold red", "awaiting": "yellow"}
 
 
@@ -96,26 +103,29 @@ def records_table(folder: Path, *, width: int) -> Table:
 
     Words are never cut: cells wrap at spaces. Wide, each gate shows its headline; narrower,
     its outcome word; at 80 columns the per-gate columns give way to the verdict, which names
-    the gate that failed and why.
+    the gate that failed and why, and the benchmark's outcome. The benchmark's word is what it
+    found (faster, level, slower, inconclusive), never only passed or failed.
     """
     table = Table(title=f"records in {folder}")
     wide, gates = width >= WIDE_COLUMNS, width >= GATE_COLUMNS
     if wide:
         columns = ["date", "record", "release", "previous", *GATES, "verdict", "decision"]
     else:
-        shorts = [gate.story.short for gate in REGISTRY] if gates else []
+        shorts = [gate.story.short for gate in REGISTRY] if gates else [BENCH_SHORT]
         columns = ["record", "prev", *shorts, "verdict", "decision"]
     for column in columns:
         # a record name is never wrapped; every other cell wraps whole words
         table.add_column(column, no_wrap=column in ("record", "decision"), overflow="fold")
     log = decisions_log(folder)
     for record in reversed(list_records(folder)):
-        cells = [gate_cell(record, gate) for gate in GATES]
+        found = found_by(record, BENCH)
+        cells = [_found_cell(gate_cell(record, gate), found) if gate == BENCH else
+                 gate_cell(record, gate) for gate in GATES]  # fmt: skip
         if wide:
             first = [record.date, record.name, record.release_name, record.previous or "-"]
         else:
             first = [record.name, record.previous or "-"]
-            cells = [cell.split(":", 1)[0] for cell in cells] if gates else []
+            cells = [cell.split(":", 1)[0] for cell in cells] if gates else [found]
         decision = decision_of(record, log)
         styled = (
             f"[{_STYLE_DECISION[decision]}]{decision}[/]"
@@ -129,6 +139,12 @@ def records_table(folder: Path, *, width: int) -> Table:
             styled,
         )
     return table
+
+
+def _found_cell(cell: str, found: str) -> str:
+    """The benchmark's cell with what it found in place of its passed/failed word."""
+    word, colon, rest = cell.partition(":")
+    return f"{found}{colon}{rest}" if word in ("passed", "failed", "inconclusive") else cell
 
 
 def _styled(text: str) -> str:
@@ -147,13 +163,32 @@ def show(
 
     A record still in progress has no README yet: it is rendered from what is saved so far.
     """
-    folder = find_record(_experiments(experiments), record)
+    root = _experiments(experiments)
+    folder = find_record(root, record)
     readme = folder / README_FILE
-    text = readme.read_text() if readme.is_file() else render_readme(read_record(folder))
+    found = read_record(folder)
+    text = readme.read_text() if readme.is_file() else render_readme(found)
+    # the person's decision came after the README was published: said beside it, on stderr
+    err_console.print(decision_line(found, decisions_log(root)), markup=False, highlight=False)
     if raw:
         out_console.print(text, markup=False, highlight=False, soft_wrap=True)
     else:
         out_console.print(Markdown(text))
+
+
+def decision_line(record: Record, log: list[LogEntry]) -> str:
+    """What a person decided about a record (it is published before anyone decides, so its
+    README cannot say): who, when, why, and the reason for accepting an inconclusive benchmark."""
+    found = f"benchmark {found_by(record, BENCH)}"
+    entry = deciding_entry(record, log)
+    if entry is None:
+        return f"{record.name}: {found}; decision: {decision_of(record, log)}"
+    why = f": {entry.reason}" if entry.reason else ""
+    when = f"{entry.at:%Y-%m-%d %H:%M} UTC"
+    line = f"{record.name}: {found}; decision: {entry.action} by {entry.by} at {when}{why}"
+    if entry.accepted_inconclusive:
+        line += f"; inconclusive benchmark accepted: {entry.accepted_inconclusive}"
+    return line
 
 
 def verify_record(record: RecordArgument, experiments: ExperimentsOption = None) -> None:

@@ -44,6 +44,9 @@ class Outcome(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
+    INCONCLUSIVE = "inconclusive"
+    """The gate ran but its noise allowed no decision: neither a pass nor a failure; a person
+    decides (`approve --accept-inconclusive REASON`), it never promotes by itself."""
 
 
 class GateResult(BaseModel):
@@ -62,8 +65,9 @@ class GateResult(BaseModel):
 
     @property
     def passed(self) -> bool:
-        """True unless the gate failed (a skipped gate does not block)."""
-        return self.outcome != Outcome.FAILED
+        """True when it passed or was skipped (a skipped gate does not block; an inconclusive
+        one waits for a person)."""
+        return self.outcome in (Outcome.PASSED, Outcome.SKIPPED)
 
     def summary_as(self, model: type[S]) -> S | None:
         """The summary when it is a `model` (None for a gate that produced none)."""

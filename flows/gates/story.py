@@ -164,6 +164,16 @@ class GateStory(Protocol):
         """Differences between the stage's summary and its raw files read again."""
         ...
 
+    def found(self, summary: BaseModel) -> str:
+        """What the gate found in one word beyond its outcome (the benchmark's faster, level,
+        slower, inconclusive), for `records`, the brief and a README's lead; "" for none."""
+        ...
+
+    def leading(self, summary: BaseModel) -> list[str]:
+        """Lines a record's README leads with after its verdict (the benchmark's largest gated
+        changes with their intervals); [] for none."""
+        ...
+
 
 def plot_link(record: RecordView, stem: str) -> list[str]:
     """The README's link to plots/<stem>.png when the record lists that plot."""
@@ -174,7 +184,8 @@ def plot_link(record: RecordView, stem: str) -> list[str]:
 
 
 class PlainStory:
-    """The parts of a story a gate may have nothing for: no compare rows, brief lines or plots."""
+    """The parts of a story a gate may have nothing for: no compare rows, brief lines, plots,
+    findings beyond the outcome or lines to lead a README with."""
 
     def compare(self, first: RecordView, second: RecordView) -> Section | None:
         """No rows to compare."""
@@ -189,6 +200,16 @@ class PlainStory:
     def plots(self, summary: BaseModel, folder: Path) -> list[Path]:
         """No plots."""
         del summary, folder
+        return []
+
+    def found(self, summary: BaseModel) -> str:
+        """Nothing beyond the outcome."""
+        del summary
+        return ""
+
+    def leading(self, summary: BaseModel) -> list[str]:
+        """Nothing to lead the README with."""
+        del summary
         return []
 
 

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from uuid import UUID
 
-from flows.gates.benchmark.story import bench_headline
+from flows.gates.benchmark.story import bench_headline, bench_outcome
 from flows.gates.benchmark.summary import BenchmarkSummary
 
 
@@ -52,9 +52,11 @@ def benchmark_rows(summary: BenchmarkSummary) -> list[dict[str, Any]]:
 
 
 def benchmark_description(release: str, summary: BenchmarkSummary) -> str:
-    """The table artifact's description: the one benchmark headline the CLI prints too."""
+    """The table artifact's description: what the benchmark found (faster, level, slower,
+    inconclusive), then the one benchmark headline the CLI prints too."""
     return (
-        f"{release}: {summary.decision} after {len(summary.arms)} arms; {bench_headline(summary)}"
+        f"{release}: benchmark {bench_outcome(summary)} ({summary.decision} after "
+        f"{len(summary.arms)} arms); {bench_headline(summary)}"
     )
 
 

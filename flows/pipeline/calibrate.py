@@ -155,10 +155,14 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
         observer=observer, records=experiments / CALIBRATION_DIR, resume=False,
     ) as prepared:  # fmt: skip
         record = prepared.record
+        observer.started(STAGE)
         result = calibration_task(prepared.context, suite, arms, record.stage_dir(STAGE))
         record.save_stage(result)
     verdict = VERDICT if result.outcome == Outcome.PASSED else "failed"
+    observer.finished(STAGE, verdict, f"{arms} arms" if verdict == VERDICT else result.reason)
+    observer.started("record")
     published = record.publish(verdict=verdict, stage_order=[STAGE], versions=versions())
+    observer.finished("record", "passed", str(published))
     ledger = ledger_from_records(experiments, cluster.shape, suite.name)
     outcome = CalibrationOutcome(
         release=release.name, verdict=verdict, reason=result.reason, record=str(published),

@@ -80,18 +80,21 @@ def nightly_tags(release: str, cluster: str) -> list[str]:
 
 
 @flow(name="promotion", validate_parameters=True)
-def promotion(
+def promotion(  # noqa: PLR0917 - a deployment's parameters, as the run form shows them
     release: Name,
     by: Annotated[str, Field(min_length=1)],
     reason: Annotated[str, Field(min_length=1)],
     cluster: Name | None = None,
     deploy: bool = True,
+    accept_inconclusive: str = "",
 ) -> dict[str, Any]:
     """Promote a qualified release on one cluster (refused unless its record passed every gate).
 
     Only that cluster's pointer moves: `cluster`'s, or the default cluster's (`local`) without
     one. With a cluster and `deploy` (the default), the promoted release is also deployed there
-    and rolled back on failure; `deploy=False` only moves the pointer.
+    and rolled back on failure; `deploy=False` only moves the pointer. A record whose benchmark
+    was inconclusive (a nightly run that ended `Inconclusive`) is promoted only with
+    `accept_inconclusive`, the reason kept in the promotions log beside `by`.
     """
     from flows.spec.cluster import Cluster  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
@@ -102,5 +105,7 @@ def promotion(
         cluster_file = resolve_spec(cluster, "config")
         name = load_model(cluster_file, Cluster).name  # a bad cluster file fails before anything
         target = str(cluster_file) if deploy else None
-    result: dict[str, Any] = promote_flow(str(release_file), by, reason, target, name)
+    result: dict[str, Any] = promote_flow(
+        str(release_file), by, reason, target, name, accept_inconclusive
+    )
     return result

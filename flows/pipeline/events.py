@@ -33,6 +33,9 @@ class NullObserver:
     def finished(self, stage: str, status: str, detail: str = "") -> None:
         """Ignored."""
 
+    def waiting(self, prompt: str) -> None:
+        """Ignored."""
+
 
 class PrefectLogObserver:
     """Every transition and note as one line in the Prefect run log (no per-step progress).
@@ -77,6 +80,10 @@ class PrefectLogObserver:
         """Log `<stage>: <status> - <detail>`."""
         self.note(f"{stage}: {status}" + (f" - {detail}" if detail else ""))
 
+    def waiting(self, prompt: str) -> None:
+        """Log the prompt at INFO (the run's log in the UI shows how to answer)."""
+        self.note(prompt)
+
 
 def _api_only_logger() -> logging.Logger:
     """A logger whose lines reach the Prefect API (the run's log) and nothing else."""
@@ -116,6 +123,11 @@ class Tee:
         for observer in self.observers:
             observer.finished(stage, status, detail)
 
+    def waiting(self, prompt: str) -> None:
+        """Forwarded to each."""
+        for observer in self.observers:
+            observer.waiting(prompt)
+
 
 class StageClock:
     """The flow's own record of its stages (status, seconds), forwarding each event."""
@@ -146,6 +158,10 @@ class StageClock:
             self._seconds[stage] = time.monotonic() - began
             self._statuses[stage] = status
         self.observer.finished(stage, status, detail)
+
+    def waiting(self, prompt: str) -> None:
+        """Forwarded."""
+        self.observer.waiting(prompt)
 
     def seconds(self) -> dict[str, float]:
         """Elapsed seconds of every timed stage, in the order they finished."""

@@ -2,7 +2,8 @@
 
 A promotion gate that pauses silently waits a day for nobody. `sparkgate notify URL` saves the
 URL as a Prefect Webhook block and creates (or replaces) one automation on the server: when a
-`qualify-release` run (or a nightly parent) pauses for approval, fails or crashes, the server
+`qualify-release` run (or a nightly parent) pauses for approval, fails, crashes or ends
+inconclusive (awaiting a person's decision without waiting for it), the server
 posts a JSON body naming the run, its release and cluster (from the run's tags), its state,
 the verdict and benchmark headline the run labelled itself with, a one-line message, and the
 run's URL in the UI.
@@ -40,7 +41,10 @@ NIGHTLY_FAILED = "nightly qualification of"
 NIGHTLY_OWN = {"prefect.state-message": f"{NIGHTLY_FAILED} *"}
 """A nightly parent's own failure (a name that loads no spec); when its qualification fails,
 that run is announced, and the parent, failing with it, is not announced twice."""
-STATES = ("Paused", "Failed", "Crashed")
+STATES = ("Paused", "Failed", "Crashed", "Inconclusive")
+"""A run announced: paused for a decision, failed, crashed, or ended inconclusive without
+waiting (`--no-wait`, a nightly run: the Completed state `flows.pipeline.qualify` names
+Inconclusive), which waits for a person just the same."""
 VERDICT_LABEL = "sparkgate.verdict"
 HEADLINE_LABEL = "sparkgate.headline"
 WAITING = "waiting for a decision"
@@ -53,10 +57,11 @@ _PAYLOAD = """{% set found = namespace(release="", cluster="") -%}
 {% set verdict = labels.get("VERDICT_LABEL") or "" -%}
 {% set headline = labels.get("HEADLINE_LABEL") or "" -%}
 {% set said = flow_run.state.message or "" -%}
+{% set accept = ' --accept-inconclusive "REASON"' if verdict.startswith("inconclusive") else "" -%}
 {% if not said and flow_run.state.name == "Paused" -%}
 {% set said = (found.release ~ " " ~ (verdict or "passed") ~ ", WAITING: sparkgate approve "
-   ~ found.release ~ " -c " ~ found.cluster ~ " | sparkgate reject " ~ found.release ~ " -c "
-   ~ found.cluster ~ " --reason TEXT") -%}
+   ~ found.release ~ " -c " ~ found.cluster ~ accept ~ " | sparkgate reject " ~ found.release
+   ~ " -c " ~ found.cluster ~ " --reason TEXT") -%}
 {% elif not said -%}
 {% set said = (found.release or flow_run.name) ~ " " ~ flow_run.state.name | lower -%}
 {% endif -%}

@@ -72,7 +72,11 @@ def held_cluster(
         transports = {node.name: pool.node(node.name) for node in cluster.nodes}
         observer.started("lock")
         lock = ClusterLock(pool.head, lock_settings(cluster), command=command)
-        with cluster_slot(cluster.name) if slot else nullcontext(), lock, lock.current():
+        with (
+            cluster_slot(cluster.name, command=command) if slot else nullcontext(),
+            lock,
+            lock.current(),
+        ):
             observer.finished("lock", "passed", cluster.head.name)
             yield HeldCluster(pool=pool, transports=transports)
 

@@ -6,19 +6,23 @@ the moment it finishes, and a gate that passed is cached by Prefect under a key 
 build digest, the resolved cluster, its settings and the record, so running the same command
 again after a failure or Ctrl-C resumes at the first gate without a result (`fresh=True` starts
 over). The record is published (README verdict first) before the flow ends; the flow ends Failed
-when any gate failed. Import this module only after `flows.settings.prefect_environment()`.
+when any gate failed, and when the promotion was refused (rejected, no decision in time): a
+verdict in one line, never a traceback. Import this module only after
+`flows.settings.prefect_environment()`.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 
 from prefect import flow
 from prefect.client.schemas.objects import State
-from prefect.states import Failed
+from prefect.states import Completed, Failed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.compare import SessionDecision
+from flows.errors import InconclusiveError, PromotionError
 from flows.gates.base import GateResult
 from flows.gates.benchmark.story import bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
@@ -38,6 +42,15 @@ from flows.settings import project_root
 
 RESULTS_DIR = "prefect-results"
 INCONCLUSIVE = SessionDecision.FAIL_INCONCLUSIVE.value
+INCONCLUSIVE_STATE = "Inconclusive"
+"""The name of the Completed state an inconclusive run ends in without waiting (`--no-wait`, a
+nightly run): `sparkgate notify`'s automation announces runs entering it."""
+
+
+refusals: ContextVar[list[QualifyOutcome] | None] = ContextVar("refusals", default=None)
+"""Where a command running the flow in its process finds a refused promotion's outcome: when a
+pause expired, Prefect's server overrules the flow's final state with its own ("The flow was
+failed and never resumed."), which carries no outcome."""
 
 
 class QualifyOutcome(BaseModel):
@@ -53,14 +66,22 @@ class QualifyOutcome(BaseModel):
     stages: dict[str, str] = {}
     seconds: dict[str, float]
     promotion: str = ""
+    refused: bool = Field(
+        default=False, description="The promotion was refused (`promotion` says why): exit 1."
+    )
     benchmark: str = Field(
         default="", description="The benchmark session's decision (e.g. fail-inconclusive)."
     )
 
     @property
     def inconclusive(self) -> bool:
-        """The run failed only because the benchmark's noise allowed no decision (exit 3)."""
-        return self.failed_gate == "benchmark" and self.benchmark == INCONCLUSIVE
+        """No gate failed, but the benchmark's noise allowed no decision: a person decides."""
+        return self.failed_gate is None and self.benchmark == INCONCLUSIVE
+
+    @property
+    def promoted(self) -> bool:
+        """A person's approval promoted it (inside this run)."""
+        return self.promotion.startswith("promoted")
 
 
 # -- the flow ------------------------------------------------------------------------------------
@@ -93,7 +114,7 @@ def qualify_flow(
         )
     text, failed = verdict(results)
     stages.started("verdict")
-    stages.finished("verdict", "passed" if text == QUALIFIED else "failed", text)
+    stages.finished("verdict", verdict_status(text, failed), text)
     stages.started("record")
     published = record.publish(verdict=text, stage_order=list(GATES), versions=versions(), notes="")
     write_index(experiments)
@@ -116,10 +137,46 @@ def qualify_flow(
     )
     if failed is not None:  # the flow ends Failed, with the outcome for the caller's summary
         return Failed(message=f"{release.name} {text} (record: {published})", data=outcome)
-    decided = decide_promotion(
-        release_file, release, published, wait=wait, say=stages.note, cluster_file=cluster_file
-    )
+    if outcome.inconclusive and not wait:  # a person decides later; a notification says so
+        said = awaiting_message(release.name, text, release_file, cluster_file, published)
+        awaiting = outcome.model_copy(update={"promotion": said})
+        return Completed(name=INCONCLUSIVE_STATE, data=awaiting, message=said)
+    try:
+        decided = decide_promotion(
+            release_file, release, published, wait=wait, say=stages.note,
+            cluster_file=cluster_file, ask=stages.waiting,
+        )  # fmt: skip
+    except (PromotionError, InconclusiveError) as refused:  # rejected, or nobody decided
+        said = str(refused)
+        # a rejection is refused (exit 1); an inconclusive wait nobody answered stays
+        # inconclusive, awaiting a decision (exit 3)
+        ended = outcome.model_copy(
+            update={"promotion": said, "refused": isinstance(refused, PromotionError)}
+        )
+        box = refusals.get()
+        if box is not None:
+            box.append(ended)
+        return Failed(message=said, data=ended)
     return outcome.model_copy(update={"promotion": decided})
+
+
+def verdict_status(text: str, failed: str | None) -> str:
+    """The verdict stage's status on the board: passed, inconclusive (a person decides) or
+    failed."""
+    if failed is not None:
+        return "failed"
+    return "passed" if text == QUALIFIED else "inconclusive"
+
+
+def awaiting_message(
+    release: str, verdict_text: str, release_file: str, cluster: str, record: Path
+) -> str:
+    """The state message of an inconclusive run that ends without waiting: what it found, and
+    the one command that accepts it (never promoted by itself)."""
+    return (
+        f"{release} {verdict_text} (record: {record}); not promoted, awaiting a person's "
+        f'decision: sparkgate promote {release_file} -c {cluster} --accept-inconclusive "REASON"'
+    )
 
 
 def benchmark_decision(results: dict[str, GateResult]) -> str:

@@ -19,7 +19,8 @@ from flows.gates.base import GateResult, Outcome
 from flows.gates.registry import GATES
 
 QUALIFIED = "qualified"
-__all__ = ["GATES", "QUALIFIED", "digest_of", "gate_cache_key", "verdict"]
+INCONCLUSIVE = "inconclusive"
+__all__ = ["GATES", "INCONCLUSIVE", "QUALIFIED", "digest_of", "gate_cache_key", "verdict"]
 
 
 def digest_of(value: BaseModel | Mapping[str, Any] | str | None) -> str:
@@ -52,7 +53,9 @@ def gate_cache_key(
 
 
 def verdict(results: Mapping[str, GateResult]) -> tuple[str, str | None]:
-    """`qualified`, or `failed at <gate>: <reason>` naming the first failed gate in order."""
+    """`qualified`, `failed at <gate>: <reason>` naming the first failed gate in order, or,
+    when no gate failed but one could not decide, that gate's `inconclusive ...` reason (not
+    failed: a person decides; the second value, the failed gate, is then None)."""
     for gate in GATES:
         result = results.get(gate)
         if result is not None and result.outcome == Outcome.FAILED:
@@ -60,4 +63,11 @@ def verdict(results: Mapping[str, GateResult]) -> tuple[str, str | None]:
     missing = [gate for gate in GATES if gate not in results]
     if missing:
         return f"incomplete: {', '.join(missing)} not run", missing[0]
+    for gate in GATES:
+        result = results[gate]
+        if result.outcome == Outcome.INCONCLUSIVE:
+            said = result.reason
+            return (
+                said if said.startswith(INCONCLUSIVE) else f"inconclusive at {gate}: {said}"
+            ), None
     return QUALIFIED, None

@@ -15,15 +15,16 @@ from pathlib import Path
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 
-from flows.errors import PromotionError, SparkgateError
+from flows.errors import InconclusiveError, PromotionError, SparkgateError
 from flows.lines import LineSink
 from flows.promotion.description import decision_description
 from flows.promotion.models import LogEntry
-from flows.promotion.paused import Decision
+from flows.promotion.paused import Decision, InconclusiveDecision, waiting_prompt
 from flows.promotion.promote import log_rejection, promote_release
 from flows.promotion.rules import relative_to_root
 from flows.promotion.store import append_log
 from flows.record import read_record
+from flows.record.decisions import needs_acceptance
 from flows.record.model import Record
 from flows.settings import project_root
 from flows.spec.release import Release
@@ -40,6 +41,7 @@ def decide_promotion(
     wait: bool,
     say: LineSink,
     cluster_file: str | None = None,
+    ask: LineSink | None = None,
 ) -> str:
     """At the end of a passing qualification: wait for a person, then promote or reject.
 
@@ -47,25 +49,30 @@ def decide_promotion(
     qualified and awaits `sparkgate promote`. A rejection is logged and raised. The decision is
     about the record at `record`, as the form shows it, on the cluster it was qualified on (its
     `cluster_name`): an approval checks that record and moves that cluster's pointer only.
+    The prompt (how to answer, `waiting_prompt`) goes to `ask`, else to `say`.
     """
     if not wait:
         return AWAITING
     shown = described_record(record)
     cluster = shown.cluster_name if shown is not None else None
-    say(f"waiting for a decision: sparkgate approve {release.name} | reject {release.name}")
-    form = Decision.with_initial_data(
+    timeout = pause_timeout_s(release)
+    (ask or say)(waiting_prompt(release.name, release_file, cluster_file, timeout))
+    undecided = shown is not None and needs_acceptance(shown)
+    if undecided:
+        (ask or say)(accepting_hint(release.name))
+    form = (InconclusiveDecision if undecided else Decision).with_initial_data(
         description=decision_description(release.name, shown, str(record)),
         decision="approve",
     )
-    timeout = pause_timeout_s(release)
     try:
         answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=POLL_S)
     except FlowPauseTimeout as error:
         entry, message = no_decision(
-            release, release_file, record, timeout, cluster=cluster, cluster_file=cluster_file
-        )
+            release, release_file, record, timeout, cluster=cluster, cluster_file=cluster_file,
+            inconclusive=undecided,
+        )  # fmt: skip
         append_log(project_root(), entry)
-        raise PromotionError(message) from error
+        raise (InconclusiveError if undecided else PromotionError)(message) from error
     if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
         raise PromotionError(f"{release.name}: the decision came back empty")
     if answer.decision == "reject":
@@ -76,10 +83,22 @@ def decide_promotion(
             f"{release.name}: approved, but its record {record} could not be read, so the form "
             "showed nothing to approve; nothing was promoted"
         )
+    accepted = getattr(answer, "accept_inconclusive", "")
     promote_release(
-        release_file, by=answer.by, reason=answer.reason, cluster=cluster, shown=shown, say=say
-    )
+        release_file, by=answer.by, reason=answer.reason, cluster=cluster, shown=shown, say=say,
+        accept_inconclusive=accepted,
+    )  # fmt: skip
+    if accepted:
+        return f"promoted by {answer.by}, inconclusive benchmark accepted: {accepted}"
     return f"promoted by {answer.by}"
+
+
+def accepting_hint(release: str) -> str:
+    """The line a paused inconclusive run adds: approving it needs a reason."""
+    return (
+        f"the benchmark of {release} was inconclusive: approving it needs a reason, "
+        f'sparkgate approve {release} --accept-inconclusive "REASON"'
+    )
 
 
 def pause_timeout_s(release: Release) -> int:
@@ -95,6 +114,7 @@ def no_decision(
     *,
     cluster: str | None = None,
     cluster_file: str | None = None,
+    inconclusive: bool = False,
 ) -> tuple[LogEntry, str]:
     """The log line and the flow's failure message when nobody decided within `timeout` s.
 
@@ -110,9 +130,12 @@ def no_decision(
     )  # fmt: skip
     chosen = cluster_file or cluster
     on = f" -c {chosen}" if chosen is not None else ""
+    found, accept = (
+        ("inconclusive", ' --accept-inconclusive "REASON"') if inconclusive else ("qualified", "")
+    )
     message = (
-        f"{release.name}: qualified, but {detail}; the record {stored} stands: decide later "
-        f"with `sparkgate promote {release_file}{on}`"
+        f"{release.name}: {found}, but {detail}; the record {stored} stands: decide later "
+        f"with `sparkgate promote {release_file}{on}{accept}`"
     )
     return entry, message
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from flows.gates.benchmark.story import bench_headline, headline_changes
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.registry import GATES
+from flows.record.decisions import needs_acceptance
 from flows.record.model import Record
 
 
@@ -25,7 +26,19 @@ def decision_description(release: str, record: Record | None, path: str) -> str:
         lines.extend(_benchmark_lines(record))
     lines += [f"- **Record:** `{path}`", ""]
     lines.append(f"Approve to promote it (`sparkgate approve {release}`), or reject with a reason.")
+    if record is not None and needs_acceptance(record):
+        lines += ["", inconclusive_note(release)]
     return "\n".join(lines)
+
+
+def inconclusive_note(release: str) -> str:
+    """What the form adds when the benchmark could not decide: approving needs a reason."""
+    return (
+        "**The benchmark was inconclusive**: its noise allowed no decision, so it is never "
+        "promoted by itself. Approving needs your reason for accepting that in "
+        f'**accept_inconclusive** (`sparkgate approve {release} --accept-inconclusive "REASON"`); '
+        "the promotions log keeps it with your name."
+    )
 
 
 def _benchmark_lines(record: Record) -> list[str]:

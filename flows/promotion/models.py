@@ -37,6 +37,11 @@ class PromotedEntry(BaseModel):
     at: datetime
     by: str
     reason: str
+    accepted_inconclusive: str | None = Field(
+        default=None,
+        description="Why `by` accepted a record whose benchmark was inconclusive (None: the "
+        "record was not inconclusive).",
+    )
 
 
 class Pointer(BaseModel):
@@ -65,6 +70,10 @@ class LogEntry(BaseModel):
     record: str | None = None
     evidence: list[str] = Field(default=[], description="Evidence folders of failed boots.")
     detail: str = ""
+    accepted_inconclusive: str | None = Field(
+        default=None,
+        description="A promotion of an inconclusive record: why `by` accepted it.",
+    )
 
 
 class PromotionLog(BaseModel):

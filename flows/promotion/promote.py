@@ -29,6 +29,7 @@ from flows.promotion.models import (
     PromotedEntry,
 )
 from flows.promotion.rules import (
+    accepted_reason,
     pointer_file,
     promoted,
     refusal_reasons,
@@ -60,8 +61,12 @@ def promote_release(
     shape: str | None = None,
     shown: Record | None = None,
     say: LineSink = silent,
+    accept_inconclusive: str = "",
 ) -> Pointer:
     """Promote a qualified release on one cluster's pointer (default: the default cluster).
+
+    A record whose benchmark was inconclusive is promoted only with `accept_inconclusive`, a
+    person's reason, kept in the pointer and the log beside who accepted it.
 
     With `shown` (the record the approval form showed) exactly that record is checked. Else only
     a record of the cluster's shape counts: the deploy target's, else `shape` (the cluster the
@@ -73,6 +78,7 @@ def promote_release(
     entry = checked_entry(
         Path(release_file), by=by, reason=reason, root=root, state=state, say=say,
         shape=target.shape if target is not None else shape, shown=shown,
+        accept_inconclusive=accept_inconclusive,
     )  # fmt: skip
     legacy = inherits_legacy(root, name)
     before, after = switch_pointer(root, name, lambda pointer: promoted(pointer, entry))
@@ -133,6 +139,7 @@ def checked_entry(
     say: LineSink,
     shape: str | None = None,
     shown: Record | None = None,
+    accept_inconclusive: str = "",
 ) -> PromotedEntry:
     """The entry to promote, after the refusal rules; raises PromotionError naming each gap.
 
@@ -145,14 +152,14 @@ def checked_entry(
     experiments = root / "experiments"
     record = shown if shown is not None else _latest(experiments, release.name, shape)
     digest = _deployable_digest(release, record, state, say)
-    problems = refusal_reasons(record, release, digest)
+    problems = refusal_reasons(record, release, digest, accept_inconclusive)
     if problems or record is None:
         raise PromotionError(f"refusing to promote {release.name}: " + "; ".join(problems))
     folder = record.folder or experiments / record.name
     return PromotedEntry(
         release=release.name, release_file=relative_to_root(release_file, root),
         build_digest=digest, record=relative_to_root(folder, root), at=datetime.now(UTC), by=by,
-        reason=reason,
+        reason=reason, accepted_inconclusive=accepted_reason(record, accept_inconclusive),
     )  # fmt: skip
 
 
@@ -325,6 +332,7 @@ def _log(
         reason=entry.reason if reason is None else reason, cluster=cluster,
         build_digest=entry.build_digest,
         record=entry.record, evidence=list(evidence), detail=detail,
+        accepted_inconclusive=entry.accepted_inconclusive,
     )  # fmt: skip
 
 

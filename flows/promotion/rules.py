@@ -15,15 +15,22 @@ from flows.errors import PromotionError, SpecError
 from flows.gates.prompts import LONG_ID, Prompt
 from flows.gates.registry import GATES
 from flows.promotion.models import POINTER_DIR, Pointer, PromotedEntry
+from flows.record.decisions import needs_acceptance
 from flows.record.model import Record, verdict_passes
 from flows.spec.cluster import NAME as CLUSTER_NAME
 from flows.spec.release import Release
 
+ACCEPT_FLAG = "--accept-inconclusive"
 
-def refusal_reasons(record: Record | None, release: Release, digest: str) -> list[str]:
+
+def refusal_reasons(
+    record: Record | None, release: Release, digest: str, accept_inconclusive: str = ""
+) -> list[str]:
     """Why `release` may not be promoted with build `digest`; empty when every gate passed.
 
-    A gate counts when it passed, or when it was skipped because this release disables it.
+    A gate counts when it passed, or when it was skipped because this release disables it. A
+    gate that ran but could not decide (inconclusive) counts only with `accept_inconclusive`, a
+    person's reason for accepting it: never promoted silently.
     """
     if record is None:
         return [f"{release.name}: no published record; qualify it first"]
@@ -41,11 +48,28 @@ def refusal_reasons(record: Record | None, release: Release, digest: str) -> lis
             problems.append(f"gate {gate} missing from record {record.name}")
         elif stage.outcome == "failed":
             problems.append(f"gate {gate} failed in record {record.name}: {stage.reason}")
+        elif stage.outcome == "inconclusive":
+            if not accept_inconclusive.strip():
+                problems.append(unaccepted(gate, record.name, stage.reason))
         elif stage.outcome != "passed" and getattr(release.gates, gate).enabled:
             problems.append(f"gate {gate} was {stage.outcome} in record {record.name}")
-    if not problems and not verdict_passes(record.verdict):
+    accepted = bool(accept_inconclusive.strip()) and needs_acceptance(record)
+    if not problems and not verdict_passes(record.verdict) and not accepted:
         problems.append(f"record {record.name} verdict is {record.verdict!r}")
     return problems
+
+
+def unaccepted(gate: str, record: str, reason: str) -> str:
+    """The refusal of an inconclusive gate nobody accepted, saying how a person accepts it."""
+    return (
+        f"gate {gate} was inconclusive in record {record} ({reason}); a person may accept it "
+        f'with {ACCEPT_FLAG} "REASON" (kept in the promotions log with who accepted it)'
+    )
+
+
+def accepted_reason(record: Record, accept_inconclusive: str) -> str | None:
+    """The acceptance reason a promotion of `record` keeps: None unless it needed one."""
+    return accept_inconclusive.strip() if needs_acceptance(record) else None
 
 
 def promoted(pointer: Pointer | None, entry: PromotedEntry) -> Pointer:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from flows.gates.registry import REGISTRY
 from flows.record.model import Record
+from flows.record.outcome import findings
 
 
 def brief_lines(
@@ -25,7 +26,8 @@ def brief_lines(
         newest[record.release_name] = record
     for name, record in newest.items():
         against = f" (against {record.previous})" if record.previous else ""
-        lines.append(f"{name}: {record.verdict or record.status}{against}  [{record.name}]")
+        bench = "".join(f"; {gate} {word}" for gate, word in findings(record).items())
+        lines.append(f"{name}: {record.verdict or record.status}{bench}{against}  [{record.name}]")
     last = records[-1] if records else None
     calibration = calibrations[-1] if calibrations else None
     for gate in REGISTRY:

@@ -1,4 +1,5 @@
-"""Render a record as its README.md: verdict first, then what changed, then every gate's tables.
+"""Render a record as its README.md: the verdict, what the benchmark found and its largest
+intervals first, then what changed, then every gate's tables.
 
 Pure: a `Record` in, markdown out; each gate's section is its story's (`flows.gates.story`).
 `publish` writes its output and `verify` renders it again from the raw stage files and compares,
@@ -16,10 +17,11 @@ from typing import Any
 from flows.gates.markdown import DASH, markdown_table, number
 from flows.record import tables
 from flows.record.model import Record, StageEntry
+from flows.record.outcome import lead
 
 # Bump whenever the README layout changes: verify re-renders only records of the same layout
 # (older ones are still guarded by the README's SHA-256 taken at publish).
-RENDER_VERSION = 2
+RENDER_VERSION = 3
 
 
 def render_readme(record: Record) -> str:
@@ -48,9 +50,11 @@ def _verdict(record: Record) -> list[str]:
     lines = [
         f"# {record.release_name}: {verdict}",
         "",
+        *lead(record),
+        "",
         (
-            f"**Verdict: {verdict}.** Release `{record.release_name}` on cluster "
-            f"`{record.cluster_name}`, build `{record.build_digest}`, record `{record.name}`."
+            f"Release `{record.release_name}` on cluster `{record.cluster_name}`, build "
+            f"`{record.build_digest}`, record `{record.name}`."
         ),
         "",
     ]

@@ -18,6 +18,7 @@ import difflib
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 from flows.errors import RecordError
 from flows.fileio import sha256_file
@@ -25,12 +26,17 @@ from flows.gates.base import GateResult
 from flows.gates.registry import REGISTRY
 from flows.gates.story import RecordView
 from flows.record import tables
+from flows.record.decisions import acceptance_problems, needs_acceptance
 from flows.record.legacy import upgrade_result
 from flows.record.model import README_FILE, FileEntry, Record, StageEntry, verdict_passes
 from flows.record.reader import list_records, read_record
 from flows.record.readme import RENDER_VERSION, render_readme
 
 _BASE_FIELDS = set(GateResult.model_fields)
+PROMOTIONS_LOG = "promotions.jsonl"
+"""The promotions log beside the records (experiments/promotions.jsonl): a promotion of an
+inconclusive record must say who accepted it and why."""
+INCONCLUSIVE = "inconclusive"
 
 
 def verify(path: Path) -> list[str]:
@@ -58,7 +64,24 @@ def verify(path: Path) -> list[str]:
     problems += _check_documents(path, record)
     problems += _recomputed(path.parent, rebuilt)
     problems += _check_readme(path, rebuilt)
+    problems += acceptance_problems(rebuilt, _promotions(path.parent / PROMOTIONS_LOG))
     return problems
+
+
+def _promotions(log: Path) -> list[dict[str, Any]]:
+    """The promotions log beside the records, each whole line as a JSON object (a torn line is
+    the log's reader's concern, skipped here)."""
+    if not log.is_file():
+        return []
+    found = []
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict):
+            found.append(entry)
+    return found
 
 
 def _escaping_entries(root: Path, record: Record) -> list[str]:
@@ -161,6 +184,10 @@ def _check_documents(root: Path, record: Record) -> list[str]:
 def _check_verdict(record: Record) -> list[str]:
     if record.status != "published":
         return []
+    if needs_acceptance(record):  # no gate failed, one could not decide: a person decides
+        if (record.verdict or "").startswith(INCONCLUSIVE):
+            return []
+        return [f"verdict {record.verdict!r}, but a gate was inconclusive and none failed"]
     failed = [s for s in record.stage_order if record.stages.get(s, None) is None] + [
         s for s, e in record.stages.items() if e.outcome == "failed"
     ]

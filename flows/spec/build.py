@@ -25,6 +25,7 @@ from flows.spec.base import (
     confined_out,
     shown,
 )
+from flows.spec.regex_cost import backtracking_risk
 
 IMAGE_REFERENCE = r"^[a-z0-9][a-z0-9._/:@-]*$"
 IMAGE_ID = r"^sha256:[0-9a-f]{64}$"
@@ -272,6 +273,15 @@ class Build(SpecModel):
                 return [*problems, Problem(("image_line",), f"not a regex: {error}", "a regex")]
             if groups != 1:
                 problems.append(Problem(("image_line",), f"{groups} groups", "exactly one group"))
+            risk = backtracking_risk(self.image_line)
+            if risk is not None:
+                problems.append(
+                    Problem(
+                        ("image_line",),
+                        f"may backtrack without end: {risk}",
+                        "repeats that split a line one way only, e.g. `\\S+`, or possessive `a++`",
+                    )
+                )
         return problems
 
     def _needs(self) -> str:

@@ -4,22 +4,28 @@ On a terminal it is a rich Live table that log lines scroll above (Prefect's con
 pointed at the same console, so its lines never garble the table); elsewhere (CI, pipes) each
 stage transition is one plain line. It is a `StageObserver` (flows.stages): the flow
 reports stage events to it and keeps its own times; nothing here knows about Prefect runs or gates.
+
+When the run waits for a person, the prompt (how to answer) is the last thing on screen: below
+the live table with the time waited so far, or, in plain output, the last lines printed. The
+verdict row shows its status only: the command states the verdict once, when the run ends.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from types import TracebackType
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from flows.stages import STAGE_TITLES, STAGES
+
+VERDICT = "verdict"
 
 _COLOURS = {
     "pending": "dim",
@@ -50,11 +56,11 @@ class StageBoard:
         self.title = title
         self.rows = {stage: _Row() for stage in stages}
         self._live: Live | None = None
+        self._prompt: tuple[str, float] | None = None  # what a person is asked, since when
 
     def __enter__(self) -> StageBoard:
-        route_prefect_console(self.console)
         if self.console.is_terminal:
-            self._live = Live(self.render(), console=self.console, refresh_per_second=4)
+            self._live = Live(get_renderable=self.view, console=self.console, refresh_per_second=4)
             self._live.__enter__()
         return self
 
@@ -70,23 +76,28 @@ class StageBoard:
         for row in self.rows.values():
             if row.status in ("pending", "running"):
                 row.status = "not run" if row.status == "pending" else stopped
+        self._prompt = None
         if self._live is not None:
-            self._live.update(self.render())
+            self._live.refresh()
             self._live.__exit__(kind, value, traceback)
             self._live = None
 
     def started(self, stage: str) -> None:
         """Mark a stage running."""
-        row = self.rows[stage]
+        row = self.rows.setdefault(stage, _Row())  # a stage the board did not list: a new row
         row.status, row.started = "running", time.monotonic()
+        self._prompt = None
         self._changed(stage)
 
     def finished(self, stage: str, status: str, detail: str = "") -> None:
         """Mark a stage done: passed, cached, skipped or failed, with a one-line detail."""
-        row = self.rows[stage]
+        row = self.rows.setdefault(stage, _Row())
         if row.started is not None:
             row.seconds = time.monotonic() - row.started
         row.status, row.detail, row.counted = status, detail, None
+        if stage == VERDICT:
+            row.detail = ""
+        self._prompt = None
         self._changed(stage)
 
     def progressed(self, what: str, done: int, total: int) -> None:
@@ -99,11 +110,34 @@ class StageBoard:
             return
         running[-1].counted = (what, done, total)
         if self._live is not None:
-            self._live.update(self.render())
+            self._live.refresh()
 
     def note(self, line: str) -> None:
-        """A progress line printed above the table."""
+        """A progress line printed above the table (a prompt shown is answered: it goes)."""
+        self._prompt = None
         self.console.print(escape(line), highlight=False)
+
+    def waiting(self, prompt: str) -> None:
+        """Show `prompt` last: below the live table, else as the last lines printed."""
+        self._prompt = (prompt, time.monotonic())
+        if self._live is not None:
+            self._live.refresh()
+            return
+        self.console.print(prompt, markup=False, highlight=False, soft_wrap=True)
+
+    def view(self) -> RenderableType:
+        """What the terminal shows: the table, then the prompt with the time waited, if any;
+        the prompt alone when both do not fit the terminal's height (it must stay visible)."""
+        table = self.render()
+        if self._prompt is None:
+            return table
+        prompt, since = self._prompt
+        asked = Group(Text(prompt), Text(f"waiting {_clock(time.monotonic() - since)}", "dim"))
+        lines = self.console.render_lines
+        options = self.console.options
+        if len(lines(table, options)) + len(lines(asked, options)) > self.console.height:
+            return asked
+        return Group(table, asked)
 
     def statuses(self) -> dict[str, str]:
         """Status of every stage that ran (passed, cached, skipped or failed)."""
@@ -130,7 +164,7 @@ class StageBoard:
 
     def _changed(self, stage: str) -> None:
         if self._live is not None:
-            self._live.update(self.render())
+            self._live.refresh()
             return
         row = self.rows[stage]
         took = "" if row.seconds is None else f" ({row.seconds:.1f} s)"
@@ -142,24 +176,14 @@ class StageBoard:
         )
 
 
+def _clock(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
 def _progress(counted: tuple[str, int, int]) -> Table:
     what, done, total = counted
     cell = Table.grid(padding=(0, 1))
     cell.add_row(ProgressBar(total=max(total, 1), completed=done, width=24),
                  escape(f"{what} {done}/{total}"))  # fmt: skip
     return cell
-
-
-def route_prefect_console(console: Console) -> None:
-    """Point Prefect's console log handlers at our console so logs scroll above the board."""
-    try:
-        from prefect.logging.handlers import PrefectConsoleHandler  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - prefect is a dependency
-        return
-    loggers = [logging.getLogger(), *[
-        logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
-    ]]  # fmt: skip
-    for logger in loggers:
-        for handler in logger.handlers:
-            if isinstance(handler, PrefectConsoleHandler):
-                handler.console = console

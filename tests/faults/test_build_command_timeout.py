@@ -17,7 +17,7 @@ import pytest
 from flows.cluster.transport.local import LocalTransport
 from flows.errors import TransportError
 
-OUTPUT_KEPT = 16 << 20  # flows.cluster.transport.local.OUTPUT_KEPT
+OUTPUT_KEPT = 16 << 20  # flows.cluster.transport.bounds.OUTPUT_KEPT
 DAEMONIZES = ["sh", "-c", "setsid sleep 40 & echo building; sleep 40"]
 
 

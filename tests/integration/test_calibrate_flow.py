@@ -2,10 +2,11 @@
 
 A trimmed r1 names a tiny suite (two short workloads, two samples, no warm-up) so each arm is a
 boot plus seconds of traffic on a private two-node cluster. The calibration must publish its
-record under experiments/calibration/, say what the grown ledger lets the release's benchmark
-resolve, its gap must be what the benchmark gate of a later qualification on the same cluster
-shape and suite draws on (`ledger_for`), and `sparkgate verify` must pass on the record. The
-Prefect database is private to the module.
+record under experiments/calibration/ (its stages on the board qualify uses, no Prefect line
+without -v), say what the grown ledger lets the release's benchmark resolve, its gap must be
+what the benchmark gate of a later qualification on the same cluster shape and suite draws on
+(`ledger_for`), and `sparkgate verify` must pass on the record. The Prefect database is private
+to the module.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(tmp_path: Path) -> Non
     # what the grown ledger lets the release's benchmark resolve, per gated point
     assert "this cluster resolves ±" in done.stderr, done.stderr
     assert "on single/c1 after 3 arms" in done.stderr, done.stderr
+    board = done.stderr.splitlines()  # the stage board, one line per change off a terminal
+    for line in ("cluster lock: passed", "A/A calibration: running", "A/A calibration: passed"):
+        assert any(said.startswith(line) for said in board), done.stderr
+    assert "Flow run '" not in done.stderr  # Prefect's own lines only with -v
     outcome = json.loads(done.stdout)
     assert outcome["verdict"] == "passed"
     assert (outcome["gaps_added"], outcome["ledger_sessions"]) == (1, 1)

@@ -1,6 +1,10 @@
 """Promotion end to end on the real engine: approve and reject from a second process while
 `qualify` waits, and `promote --deploy` of a release that crashes on boot rolling back.
 
+What a person sees is checked too: the waiting `qualify` prints how to answer as its last lines,
+and the reject command it shows is pasted into a shell as printed; the rejection is one line
+(no traceback); the verdict is said once; Prefect's own lines appear only with -v.
+
 One project root (SPARKGATE_ROOT in tmp) serves the module: a trimmed r1 (a tiny determinism
 gate, every other gate disabled) is qualified and approved from another process, which makes
 it the promoted release; a second qualification of it is rejected; then crash-on-boot (previous
@@ -14,7 +18,9 @@ paused run can be resumed by mistake.
 
 from __future__ import annotations
 
+import getpass
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,8 +33,11 @@ from flows.record.writer import open_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
+from tests.support.output_lines import OutputLines
 from tests.support.project import ProjectKind, projects
 from tests.support.project import PromotionProject as Project
+from tests.support.shell import paste
+from tests.support.waiting import wait_until
 
 # one project for the module: its r1 is approved once, then rejected, then rolled back to
 pytestmark = [
@@ -40,7 +49,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def approved(project: Project) -> tuple[int, str, str]:
     """qualify r1 waits, `approve` from a second process; (qualify exit, its output, approve's)."""
-    waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
+    waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster), "-v")
     try:
         said = project.decide(waiting, 1, "approve", str(project.r1), "-c", str(project.cluster),
                               "--by", "alice", "--reason", "all gates passed")  # fmt: skip
@@ -57,7 +66,9 @@ def test_approve_from_another_process_promotes(
     code, output, said = approved
     assert code == 0, output
     assert "approve sent to the waiting qualification" in said
-    assert "qualified, promoted by alice" in output
+    assert output.splitlines()[-1] == "r1: qualified, promoted by alice"
+    assert output.count("qualified") == 1, output  # the verdict, said once
+    assert "Beginning flow run" in output  # -v: Prefect's own lines too
     pointer = project.pointer()
     current = pointer["current"]
     assert isinstance(current, dict)
@@ -74,27 +85,43 @@ def test_approve_from_another_process_promotes(
     assert not (project.root / "config/promoted/local.yaml").exists()
 
 
-def test_reject_from_another_process_leaves_the_pointer(
+def test_reject_as_printed_by_the_waiting_qualification_leaves_the_pointer(
     project: Project, approved: tuple[int, str, str]
 ) -> None:
     assert approved[0] == 0
     before = project.pointer()
     waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
+    lines = OutputLines(waiting)
     try:
-        project.decide(
-            waiting, 2, "reject", str(project.r1), "--by", "bob", "--reason", "not today"
+        command = wait_until(
+            lambda: lines.containing("sparkgate reject"), 600, "qualify to print its reject"
         )
-        output = waiting.communicate(timeout=300)[0]
+        time.sleep(3)  # long enough for anything printed after the prompt to show
+        assert lines.said()[-1] == command, "the prompt is not the last thing printed"
+        wait_until(lambda: _paste(project, command), 120, "the pasted reject to find the run")
+        waiting.wait(timeout=300)
     finally:
         if waiting.poll() is None:
             waiting.kill()
+        output = lines.close()
+    by = getpass.getuser()
     assert waiting.returncode == 1, output
-    assert "r1 rejected by bob: not today" in output
+    assert lines.said()[-1] == f"r1 rejected by {by}: ...", output  # the run's state message
+    for noise in ("Traceback", "PromotionError", "encountered an exception", "Flow run '"):
+        assert noise not in output, output  # one line, and no Prefect lines without -v
     assert project.pointer() == before
     last = project.log()[-1]
     assert (last["action"], last["release"], last["by"], last["reason"], last["cluster"]) == (
-        "rejected", "r1", "bob", "not today", "promotetest",
+        "rejected", "r1", by, "...", "promotetest",
     )  # fmt: skip
+
+
+def _paste(project: Project, command: str) -> bool:
+    """True once `command`, pasted into a shell, reached the waiting run (before the pause is
+    stored the run is not found yet)."""
+    done = paste(command, project.env, project.root)
+    assert done.returncode == 0 or "no paused qualification" in done.stderr, done.stderr
+    return done.returncode == 0
 
 
 def _qualified_record(project: Project, digest: str) -> Path:

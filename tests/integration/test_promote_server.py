@@ -6,10 +6,11 @@ and a private two-node cluster. The first qualification is decided the way the U
 does it: the paused run's input schema (stored on the server by the pause) must describe
 decision, by and reason; input the schema refuses leaves the run paused; `resume_flow_run` with
 the form's values over the server's API resumes it and the release is promoted. The second is
-approved with `sparkgate approve` from another process. The third waits for nobody (an overlay
-sets promotion.timeout_s to 3 s): qualify exits 1 saying so, the run ends Failed, the record
-stands, the promotions log keeps a `no-decision` line, the run's log on the server names the
-reason, and `sparkgate promote` decides later.
+approved with the `sparkgate approve` command it prints, pasted into a shell without
+PREFECT_API_URL (the command carries it; a bare `sparkgate reject` there finds the server too).
+The third waits for nobody (an overlay sets promotion.timeout_s to 3 s): qualify exits 1 saying
+so, the run ends Failed, the record stands, the promotions log keeps a `no-decision` line, the
+run's log on the server names the reason, and `sparkgate promote` decides later.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from typing import Any
 import pytest
 
 from flows.record import latest_record
+from tests.support.output_lines import OutputLines
 from tests.support.overlays import overlay
 from tests.support.prefect_server import Server
 from tests.support.project import TRIMMED_GATES, ProjectKind, projects
 from tests.support.project import PromotionProject as Project
+from tests.support.shell import paste
 from tests.support.waiting import wait_until
 
 # one project for the module, talking to the session's server: its runs are told apart from
@@ -147,13 +150,28 @@ def test_approve_from_the_cli_in_server_mode(
 ) -> None:
     del ui_decided  # the first promotion, so this one pushes it into history
     waiting = project.start("qualify", str(project.r1), "-c", str(project.cluster))
+    lines = OutputLines(waiting)
     try:
         run = _paused_run(prefect_api, waiting)
-        said = project.run("approve", str(project.r1), "--by", "bob", "--reason", "cli")
+        approve = wait_until(lambda: lines.containing("sparkgate approve"), 60, "the prompt")
+        assert approve.split() == [f"PREFECT_API_URL={prefect_api.api}", "sparkgate", "approve",
+                                   "r1", "-c", "cluster.yaml"]  # fmt: skip
+        assert lines.said()[-1].endswith(
+            f"Prefect UI: {prefect_api.api[:-4]}/runs/flow-run/{run['id']}"
+        )
+        # a terminal without PREFECT_API_URL finds the server the running qualify uses
+        bare = {name: value for name, value in project.env.items() if name != "PREFECT_API_URL"}
+        nothing = paste("sparkgate reject r9 --reason x", bare, project.root)
+        assert f"waiting for a decision on the Prefect server at {prefect_api.api}" in (
+            nothing.stderr
+        )
+        said = paste(f"{approve} --by bob --reason cli", bare, project.root)  # as printed, +who
         assert said.returncode == 0, said.stderr
         assert f"approve sent to the waiting qualification (run {run['id']})" in said.stderr
     finally:
-        output = _finish(waiting)
+        if waiting.poll() is None:
+            waiting.wait(timeout=300)
+        output = lines.close()
     assert waiting.returncode == 0, output
     assert "qualified, promoted by bob" in output
     pointer = project.pointer()

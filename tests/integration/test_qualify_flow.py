@@ -70,7 +70,7 @@ def test_a_qualification_killed_in_the_benchmark_resumes_there(project: Project)
     bench = benchmark.summary_as(BenchmarkSummary)
     assert bench is not None
     assert bench.arms == ["candidate", "previous", "candidate"]
-    assert benchmark.outcome in ("passed", "failed"), benchmark.reason
+    assert benchmark.outcome in ("passed", "failed", "inconclusive"), benchmark.reason
     assert published.stages["determinism"].outcome == "passed"
     assert published.stages["cold_boots"].outcome == "passed"
     assert verify(record) == []

@@ -7,9 +7,9 @@ its name with its tags; the record artifact shows the verdict table and every pl
 (natural width above zero) in both of Prefect's UIs (the default one under /v2 and the classic
 one); the benchmark artifact shows its table of points. A second test lets a trimmed r1 pause
 for approval and opens the UI's Resume form: above the fields it says what is being approved
-(verdict, gates, record path), and `sparkgate reject` then ends the wait. Screenshots of the
-pages land in the test's output folder (printed with -s). Without Chromium the tests skip, and
-fail under CI=true, which installs it.
+(verdict, gates, record path), and `sparkgate reject` then ends the wait, the run's state
+message the rejection in one line. Screenshots of the pages land in the test's output folder
+(printed with -s). Without Chromium the tests skip, and fail under CI=true, which installs it.
 """
 
 from __future__ import annotations
@@ -305,6 +305,11 @@ def test_the_resume_form_says_what_is_being_approved(
         rejected = project.run("reject", "r1", "--by", "browser-test", "--reason", "ui check")
         assert rejected.returncode == 0, rejected.stdout + rejected.stderr
         assert waiting.wait(timeout=300) == 1
+        state = server.get(f"/flow_runs/{run['id']}")["state"]
+        # what the run's page shows: the rejection in one line, not "encountered an exception"
+        assert (state["type"], state["message"]) == (
+            "FAILED", "r1 rejected by browser-test: ui check",
+        ), state  # fmt: skip
     finally:
         if waiting.poll() is None:
             os.killpg(waiting.pid, signal.SIGINT)

@@ -124,10 +124,12 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     ),
     "sparkgate validate config releases": Here(says="releases/r2.yaml: ok (release)"),
     "sparkgate render releases/r2.yaml --node local1": Here(says="--rank 1"),
-    "sparkgate qualify RELEASE [--cluster C] [--fresh] [--no-wait] [--json] [--plan]": Elsewhere(
-        RESUME,
-        "qualify r2 --no-wait on a private cluster, killed, then run again to resume; --plan: "
-        "tests/unit/flow/test_qualify_plan.py",
+    "sparkgate qualify RELEASE [--cluster C] [--fresh] [--no-wait] [--json] [--plan] [-v]": (
+        Elsewhere(
+            RESUME,
+            "qualify r2 --no-wait on a private cluster, killed, then run again to resume; --plan: "
+            "tests/unit/flow/test_qualify_plan.py; -v: test_promote.py's approve",
+        )
     ),
     "sparkgate qualify releases/r2.yaml --plan": Here(says="plan, nothing is run"),
     "sparkgate cluster start RELEASE [--cluster C] [--empty-cache KIND[@NODE]]... [--json]": (
@@ -218,9 +220,15 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         f"{INTEGRATION}/test_promote.py::test_approve_from_another_process_promotes",
         "approve r1 -c CLUSTER --by --reason from a second process",
     ),
+    "sparkgate approve same -c CLUSTER --by NAME --accept-inconclusive TEXT": Elsewhere(
+        f"{INTEGRATION}/test_promote_inconclusive.py"
+        "::test_an_inconclusive_run_waits_and_only_an_accepted_approval_promotes",
+        "approve same from a second process, refused without the flag, then with it",
+    ),
     "sparkgate reject r2 --reason TEXT [-c CLUSTER] [--by NAME]": Elsewhere(
-        f"{INTEGRATION}/test_promote.py::test_reject_from_another_process_leaves_the_pointer",
-        "reject from a second process, without -c (the one waiting run)",
+        f"{INTEGRATION}/test_promote.py::"
+        "test_reject_as_printed_by_the_waiting_qualification_leaves_the_pointer",
+        "reject -c CLUSTER --reason as the waiting qualify printed it, pasted into a shell",
     ),
     "sparkgate promote releases/r2.yaml [--deploy] [-c CLUSTER] [--by NAME] [--reason TEXT]": (
         Elsewhere(

@@ -162,6 +162,47 @@ def shell_command(
     return _cd(cwd) + "exec " + shlex.join(_words(argv, env))
 
 
+_PIPE_OF = "$(readlink /proc/$$/fd/{fd} | sed 's/[][?*\\\\]/\\\\&/g')"
+"""Shell text: what the shell's own fd points to (`pipe:[INODE]`), as a `find -lname` pattern."""
+_KILL_WRITERS = """\
+  for __sg_fd in $(find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/fd/*' \\
+      \\( -lname "$__sg_out" -o -lname "$__sg_err" \\) 2>/dev/null); do
+    __sg_pid=${__sg_fd#/proc/}; __sg_pid=${__sg_pid%%/*}
+    case $(sed -n 's/^flags:[[:space:]]*//p' "/proc/$__sg_pid/fdinfo/${__sg_fd##*/}") in
+      *[15]) kill -s KILL "$__sg_pid";;
+    esac
+  done
+"""
+"""Shell text: SIGKILL each process holding the write end of the shell's output (flags ending in
+1: O_WRONLY); the read end is the SSH server's, the same pipe, and is left alone."""
+
+
+def guarded_command(
+    argv: Sequence[str],
+    *,
+    limit_s: float,
+    kill_after_s: float,
+    cwd: str | None = None,
+) -> str:
+    """Shell text that runs argv under coreutils `timeout`, then, if that timed out, kills every
+    process still holding the shell's output (a daemon the command left in a session of its
+    own, which `timeout` does not reach); exits with the command's status.
+
+    It runs on the node by itself, so the bound holds even when the caller has gone. The shell
+    lets go of its own output first, so only the command's leftovers hold it then.
+    """
+    guard = ["timeout", "-k", f"{kill_after_s:g}", f"{limit_s:g}"]
+    return (
+        f"{_cd(cwd)}__sg_out={_PIPE_OF.format(fd=1)} __sg_err={_PIPE_OF.format(fd=2)}\n"
+        f"{shlex.join([*guard, *_words(argv, None)])}\n"
+        "__sg_rc=$?\n"
+        'if [ "$__sg_rc" = 124 ] || [ "$__sg_rc" = 137 ]; then\n'
+        f"  exec >/dev/null 2>&1\n{_KILL_WRITERS}"
+        "fi\n"
+        'exit "$__sg_rc"'
+    )
+
+
 def background_command(
     argv: Sequence[str],
     *,

@@ -5,8 +5,8 @@ through a shell: argv is handed to the kernel as a list, so nothing in it is int
 A command runs in a session of its own (a terminal's Ctrl-C reaches only us), so when we are
 interrupted while waiting for it (Ctrl-C, or SIGTERM turned into one) its whole process group is
 stopped before the interrupt goes on: no pytest, pip or model preparation is left running.
-A result keeps only the end of a command's output (`OUTPUT_KEPT` per stream), and at a timeout
-any process still holding the output pipes (a daemon that left the session) is killed too.
+A result keeps only the end of a command's output (`OUTPUT_KEPT` per stream, in bounds.py), and at
+a timeout any process still holding the output pipes (a daemon that left the session) is killed.
 """
 
 from __future__ import annotations
@@ -28,12 +28,10 @@ from flows.cluster.transport.base import (
     check_env,
     ps_state_alive,
 )
+from flows.cluster.transport.bounds import OutputTail
 from flows.errors import TransportError
 
 INTERRUPT_GRACE_S = 2.0
-OUTPUT_KEPT = 16 << 20
-"""The most of each output stream a command's result keeps: its end (a build's 300 MB log
-held whole cost ~900 MiB of memory)."""
 
 
 def _stop_group(child: subprocess.Popen[bytes]) -> None:
@@ -56,8 +54,7 @@ def _read_tails(child: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, 
     cut first), read until both close and the child exits; TimeoutExpired past `timeout`."""
     deadline = time.monotonic() + timeout
     streams = [stream for stream in (child.stdout, child.stderr) if stream is not None]
-    tails = {stream.fileno(): bytearray() for stream in streams}
-    cut = dict.fromkeys(tails, 0)
+    tails = {stream.fileno(): OutputTail() for stream in streams}
     with selectors.DefaultSelector() as selector:
         for stream in streams:
             selector.register(stream.fileno(), selectors.EVENT_READ)
@@ -67,21 +64,14 @@ def _read_tails(child: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, 
                 raise subprocess.TimeoutExpired(child.args, timeout)
             for key, _ in selector.select(left):
                 chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
+                if chunk:
+                    tails[key.fd].add(chunk)
+                else:
                     selector.unregister(key.fd)
-                    continue
-                tail = tails[key.fd]
-                tail += chunk
-                if len(tail) > OUTPUT_KEPT:
-                    cut[key.fd] += len(tail) - OUTPUT_KEPT
-                    del tail[: len(tail) - OUTPUT_KEPT]
     for stream in streams:
         stream.close()
     child.wait(timeout=max(deadline - time.monotonic(), 0.001))
-    kept = [
-        (f"[... {cut[fd]} bytes cut ...]\n".encode() if cut[fd] else b"") + bytes(tails[fd])
-        for fd in tails
-    ]
+    kept = [tail.value() for tail in tails.values()]
     return (kept[0], kept[1]) if len(kept) == 2 else (b"", b"")
 
 

@@ -6,9 +6,11 @@ is a HostKeyError that says what to check, unless the cluster file explicitly se
 and any later, different key for that host:port is refused as CHANGED, by this transport, by the
 next connection and by every later run. `~/.ssh/config` is honoured (HostName, User, Port,
 IdentityFile, UserKnownHostsFile), explicit cluster settings win over it. Every remote command
-is shell text built by `shell_command`, i.e. quoted argv, so nothing from a spec ever runs as
+is shell text built from quoted argv (`guarded_command`), so nothing from a spec ever runs as
 shell. Env values never stand in that text (it is the remote shell's command line, public on the
-node): they go over the session's stdin (`env_over_stdin`), which the shell reads first.
+node): they go over the session's stdin (`env_over_stdin`), which the shell reads first. A
+command is bounded as a local one is: on the node by `timeout`, then by killing whatever still
+holds its output (a daemon it left), and in the driver by keeping only the end of its output.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from flows.cluster.transport.base import (
     CommandResult,
     background_command,
     env_over_stdin,
+    guarded_command,
     parse_pid,
     ps_state_alive,
-    shell_command,
 )
+from flows.cluster.transport.bounds import OutputTail
 from flows.errors import HostKeyError, TransportError
 
 log = logging.getLogger(__name__)
@@ -324,7 +327,7 @@ class SshTransport:
             raise TransportError(
                 f"{self.node}: cannot open a session for `{label}`: {error}"
             ) from error
-        out, err = bytearray(), bytearray()
+        out, err = OutputTail(), OutputTail()
         try:
             channel.exec_command(text)
             if stdin:
@@ -350,12 +353,7 @@ class SshTransport:
             ) from error
         finally:
             channel.close()
-        return (
-            rc,
-            out.decode(errors="replace"),
-            err.decode(errors="replace"),
-            time.monotonic() - began,
-        )
+        return rc, out.text(), err.text(), time.monotonic() - began
 
     def run(
         self,
@@ -369,12 +367,15 @@ class SshTransport:
         """Run argv on the node (quoted, never shell-interpreted) and wait for it.
 
         The client gives up after the timeout; coreutils `timeout` on the node ends the command
-        shortly after, so nothing keeps running there once the caller was told it failed.
+        shortly after, and then every process still holding its output (a daemon it left), so
+        nothing keeps running there once the caller was told it failed. The result keeps the
+        end of each output stream (`OUTPUT_KEPT`).
         """
         limit = self.settings.command_timeout_s if timeout is None else timeout
-        guard = ["timeout", "-k", str(REMOTE_KILL_AFTER_S), f"{limit + REMOTE_SLACK_S:g}"]
         prelude, stdin = env_over_stdin(env)
-        text = prelude + shell_command([*guard, *argv], cwd=cwd)
+        text = prelude + guarded_command(
+            argv, limit_s=limit + REMOTE_SLACK_S, kill_after_s=REMOTE_KILL_AFTER_S, cwd=cwd
+        )
         rc, out, err, duration = self._exec(text, limit, argv[0], stdin)
         result = CommandResult(
             node=self.node, argv=tuple(argv), rc=rc, stdout=out, stderr=err, duration=duration
@@ -455,13 +456,13 @@ class SshTransport:
         self._sftp_call(f"cannot write {remote}", write)
 
 
-def _drain(channel: paramiko.Channel, out: bytearray, err: bytearray) -> bool:
+def _drain(channel: paramiko.Channel, out: OutputTail, err: OutputTail) -> bool:
     """Move whatever output is buffered; True when something moved."""
     moved = False
     while channel.recv_ready():
-        out += channel.recv(65536)
+        out.add(channel.recv(65536))
         moved = True
     while channel.recv_stderr_ready():
-        err += channel.recv_stderr(65536)
+        err.add(channel.recv_stderr(65536))
         moved = True
     return moved

@@ -15,6 +15,7 @@ import numpy as np
 
 from flows.bench.compare import Comparison, PointComparison, SessionDecision, session_decision
 from flows.bench.report import ArmReport
+from flows.gates.base import Outcome
 from flows.gates.benchmark.summary import PointRow
 
 NAME = "benchmark"
@@ -103,6 +104,16 @@ def run_session(
         focus = frozenset(row.point for row in comparison.inconclusive)
         reports.append(measure(len(roles) + 1, role, focus))
         roles.append(role)
+
+
+def session_outcome(decision: SessionDecision) -> Outcome:
+    """The gate's outcome for a session's decision: an inconclusive session is neither passed
+    nor failed (a person decides), every other failure fails."""
+    if decision is SessionDecision.PASS:
+        return Outcome.PASSED
+    if decision is SessionDecision.FAIL_INCONCLUSIVE:
+        return Outcome.INCONCLUSIVE
+    return Outcome.FAILED
 
 
 def _role_mean(reports: Sequence[ArmReport], point: str, metric: str) -> float | None:

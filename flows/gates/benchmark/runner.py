@@ -42,6 +42,7 @@ from flows.gates.benchmark.rules import (
     reason_for,
     run_session,
     session_looks,
+    session_outcome,
 )
 from flows.gates.benchmark.story import BENCHMARK_STORY, BenchmarkStory, bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
@@ -239,7 +240,7 @@ class BenchmarkRunner:
         # a pass says what the board, records and artifact say (the one headline); a failure
         # says why, naming the rows that decided
         return GateVerdict(
-            outcome=Outcome.PASSED if passed else Outcome.FAILED,
+            outcome=session_outcome(session.decision),
             reason=(
                 bench_headline(summary)
                 if passed

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flows.bench.compare import slower_alpha
+from flows.bench.compare import SessionDecision, slower_alpha
 from flows.bench.stats import SlowerRule, Verdict, look_alpha, non_inferiority
 from flows.gates.benchmark.recompute import benchmark_problems
 from flows.gates.benchmark.summary import BenchmarkSummary, CalibrationSummary, PointRow
@@ -161,6 +161,25 @@ def bench_headline(summary: BenchmarkSummary) -> str:
     return text + tail
 
 
+BENCH_OUTCOMES = ("faster", "level", "slower", "inconclusive", "lost")
+"""What a benchmark found, in one word: faster or level passed (some gated row surely faster, or
+none), slower failed, inconclusive waits for a person, lost: the candidate lost measurements."""
+
+
+def bench_outcome(summary: BenchmarkSummary) -> str:
+    """The benchmark's outcome in one word (`BENCH_OUTCOMES`), from its session decision and
+    gated rows (records without a decision are read from their rows alone)."""
+    gated = {point.verdict for point in summary.points if point.gated}
+    decision = summary.decision
+    if decision == SessionDecision.FAIL_LOST.value:
+        return "lost"
+    if decision == SessionDecision.FAIL_SLOWER.value or "slower" in gated:
+        return "slower"
+    if decision == SessionDecision.FAIL_INCONCLUSIVE.value or "inconclusive" in gated:
+        return "inconclusive"
+    return "faster" if "faster" in gated else "level"
+
+
 def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
     """Verdicts that do not follow from their intervals, and an outcome that does not follow."""
     problems: list[str] = []
@@ -181,6 +200,11 @@ def bench_problems(summary: BenchmarkSummary, outcome: str) -> list[str]:
             failing.append(point.point)
     if outcome == "passed" and failing:
         problems.append(f"benchmark: outcome passed, but points do not pass: {', '.join(failing)}")
+    undecided = SessionDecision.FAIL_INCONCLUSIVE.value
+    if outcome == "inconclusive" and summary.decision not in (None, undecided):
+        problems.append(
+            f"benchmark: outcome inconclusive, but the session decided {summary.decision!r}"
+        )
     return problems
 
 
@@ -392,6 +416,19 @@ class BenchmarkStory:
         if not isinstance(summary, BenchmarkSummary) or not _bench_points(summary):
             return []
         return [plot_benchmark(summary, folder / "benchmark.png")]
+
+    def found(self, summary: BaseModel) -> str:
+        """faster, level, slower, inconclusive or lost (`bench_outcome`)."""
+        return bench_outcome(summary) if isinstance(summary, BenchmarkSummary) else ""
+
+    def leading(self, summary: BaseModel) -> list[str]:
+        """The gated rows that decided, then the largest changes, with their 95 % intervals."""
+        if not isinstance(summary, BenchmarkSummary):
+            return []
+        changes = headline_changes(summary)
+        if not changes:
+            return []
+        return ["Largest gated changes [95% interval]:", "", *(f"- {line}" for line in changes)]
 
     def recompute(self, record: RecordView, stage: StageView, previous: Earlier) -> list[str]:
         """The comparison and decision again from the raw arms (a skipped stage has none)."""

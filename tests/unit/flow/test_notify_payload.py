@@ -10,12 +10,14 @@ does not know its own (PREFECT_UI_URL unset where it runs).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import pytest
 
-from flows.pipeline.notify import HEADLINE_LABEL, VERDICT_LABEL, payload
+from flows.pipeline.notify import HEADLINE_LABEL, STATES, VERDICT_LABEL, payload
+from flows.pipeline.qualify import INCONCLUSIVE_STATE, awaiting_message
 
 HEADLINE = "4 gated at 3%: 4 faster; largest prefill/512 prefill_tps +12.0% [+10.1, +13.9] faster"
 
@@ -31,7 +33,8 @@ def _render(state: str, message: str | None, labels: dict[str, Any]) -> dict[str
     )
 
     register_user_template_filters(all_filters)
-    kind = {"Paused": StateType.PAUSED, "Failed": StateType.FAILED}[state]
+    kind = {"Paused": StateType.PAUSED, "Failed": StateType.FAILED,
+            "Inconclusive": StateType.COMPLETED}[state]  # fmt: skip
     run = FlowRun(
         id=uuid4(), flow_id=uuid4(), name="qualify r2 on local (tp2-local)",
         tags=["release:r2", "previous:r1", "cluster:local", "shape:tp2-local"], labels=labels,
@@ -71,3 +74,28 @@ def test_a_failure_without_a_message_or_labels_still_says_what_happened() -> Non
     body = _render("Failed", None, {})
     assert body["message"] == "r2 failed"
     assert body["benchmark"] == ""
+
+
+UNDECIDED = "inconclusive after 7 arms (max_arms 7): step/grid engine_cpu_ms"
+
+
+def test_a_pause_of_an_inconclusive_run_says_the_approval_needs_a_reason() -> None:
+    body = _render("Paused", None, {VERDICT_LABEL: UNDECIDED, HEADLINE_LABEL: HEADLINE})
+    assert body["message"].startswith(
+        f"r2 {UNDECIDED}, waiting for a decision: sparkgate approve r2 -c local "
+        '--accept-inconclusive "REASON" | sparkgate reject r2 -c local --reason TEXT'
+    )
+
+
+def test_an_inconclusive_run_that_did_not_wait_is_announced_with_the_command() -> None:
+    """A nightly run (wait false) ends in the Completed state named Inconclusive: announced."""
+    assert INCONCLUSIVE_STATE in STATES
+    said = awaiting_message("r2", UNDECIDED, "releases/r2.yaml", "config/local.yaml", Path("x-r2"))
+    body = _render(INCONCLUSIVE_STATE, said, {VERDICT_LABEL: UNDECIDED, HEADLINE_LABEL: HEADLINE})
+    assert body["state"] == "Inconclusive"
+    assert body["message"] == f"{said}; benchmark: {HEADLINE}"
+    assert (
+        'sparkgate promote releases/r2.yaml -c config/local.yaml --accept-inconclusive "REASON"'
+        in said
+    )
+    assert "awaiting a person's decision" in said

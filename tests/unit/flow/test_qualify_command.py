@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from prefect.states import Completed, Failed
+from rich.console import Console
 
 from flows.cli import main
-from flows.commands.qualify import _outcome, verdict_error
-from flows.errors import GateFailedError, InconclusiveError, LockHeldError
+from flows.commands import qualify as qualify_command
+from flows.commands.qualify import _outcome, conclude, verdict_error
+from flows.errors import GateFailedError, InconclusiveError, LockHeldError, PromotionError
 from flows.gates.base import GateResult, Outcome
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.qualify import QualifyOutcome, benchmark_decision
@@ -43,11 +46,36 @@ def test_a_crash_is_raised_as_a_failed_qualification_naming_the_release() -> Non
         _outcome("r2", Failed(data=RuntimeError("boom")))
 
 
-def test_an_inconclusive_benchmark_exits_3_as_bench_compare_does() -> None:
-    undecided = OUTCOME.model_copy(update={"benchmark": "fail-inconclusive"})
-    error = verdict_error(undecided, "r2 failed at benchmark: inconclusive after 4 arms")
+def test_an_inconclusive_benchmark_not_promoted_exits_3_distinct_from_failed() -> None:
+    """--no-wait (or a wait nobody answered): not failed, not promoted, awaiting a person."""
+    undecided = OUTCOME.model_copy(
+        update={"benchmark": "fail-inconclusive", "failed_gate": None,
+                "verdict": "inconclusive after 4 arms (max_arms 4): step/grid engine_cpu_ms",
+                "promotion": "r2 inconclusive ...; not promoted, awaiting a person's decision"}
+    )  # fmt: skip
+    assert undecided.inconclusive
+    error = verdict_error(undecided, "r2 inconclusive after 4 arms; awaiting a decision")
     assert isinstance(error, InconclusiveError)
     assert error.exit_code == 3
+    assert "awaiting a person's decision" in str(error)
+
+
+def test_an_inconclusive_benchmark_rejected_exits_1_as_any_rejection() -> None:
+    rejected = OUTCOME.model_copy(
+        update={"benchmark": "fail-inconclusive", "failed_gate": None, "refused": True,
+                "promotion": "r2 rejected by ana: too noisy"}
+    )  # fmt: skip
+    error = verdict_error(rejected, "")
+    assert error is not None
+    assert (error.exit_code, str(error)) == (1, "r2 rejected by ana: too noisy")
+
+
+def test_an_inconclusive_benchmark_a_person_accepted_exits_0() -> None:
+    accepted = OUTCOME.model_copy(
+        update={"benchmark": "fail-inconclusive", "failed_gate": None,
+                "promotion": "promoted by ana, inconclusive benchmark accepted: docs only"}
+    )  # fmt: skip
+    assert verdict_error(accepted, "") is None
 
 
 def test_a_slower_benchmark_or_another_failed_gate_exits_1() -> None:
@@ -61,6 +89,20 @@ def test_a_slower_benchmark_or_another_failed_gate_exits_1() -> None:
     error = verdict_error(slower, "slower")
     assert error is not None
     assert error.exit_code == 1
+
+
+def test_a_rejected_promotion_exits_1_with_the_runs_one_line_message() -> None:
+    """The flow ends Failed with the rejection as its state message (no exception): the
+    outcome comes back for the summary, and the message is the one line the command exits with."""
+    rejected = OUTCOME.model_copy(update={
+        "verdict": "qualified", "failed_gate": None, "promotion": "r2 rejected by bob: not today",
+        "refused": True,
+    })  # fmt: skip
+    state = Failed(message="r2 rejected by bob: not today", data=rejected)
+    assert _outcome("r2", state) == rejected
+    error = verdict_error(rejected, str(state.message))
+    assert isinstance(error, PromotionError)
+    assert (str(error), error.exit_code) == ("r2 rejected by bob: not today", 1)
 
 
 def test_a_qualified_release_exits_0() -> None:
@@ -94,3 +136,30 @@ def test_a_release_whose_previous_has_no_record_on_the_shape_is_refused_before_a
     assert f"sparkgate qualify {ROOT / 'releases' / 'r1.yaml'} -c local" in error
     assert not (tmp_path / ".sparkgate").exists()  # no Prefect home, no build, no lock
     assert not (tmp_path / "experiments").exists()
+
+
+@pytest.mark.parametrize(
+    ("outcome", "message", "last"),
+    [
+        (OUTCOME, "r2 failed at benchmark: slower (record: experiments/2026-12-02-r2)",
+         "r2 failed at benchmark: slower (record: experiments/2026-12-02-r2)"),
+        (OUTCOME.model_copy(update={"verdict": "qualified", "failed_gate": None,
+                                    "promotion": "promoted by alice"}), "",
+         "r2: qualified, promoted by alice"),
+    ],
+    ids=["failed", "promoted"],
+)  # fmt: skip
+def test_the_verdict_is_said_once_as_the_last_line(
+    outcome: QualifyOutcome, message: str, last: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain output (CI): the stages table, the record, then the verdict, once."""
+    screen = Console(file=io.StringIO(), width=200, color_system=None)
+    monkeypatch.setattr(qualify_command, "err_console", screen)
+    try:
+        conclude("r2", outcome, message)
+    except GateFailedError as error:  # the CLI prints it as the run's last line
+        screen.print(str(error))
+    said = screen.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert said[-1] == last
+    assert "\n".join(said).count(outcome.verdict) == 1, said
+    assert said[-2] == f"record: {outcome.record}"

@@ -134,11 +134,31 @@ def test_without_a_running_qualification_nothing_is_started(
 ) -> None:
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setattr(embedded, "servers_dir", lambda: project / SERVERS_DIR)
+    monkeypatch.setattr(paused, "served_dir", lambda: project / paused.SERVED_DIR)
     with running_backend() as url:
         assert url is None
     answer = Decision(decision="approve", by="alice", reason="")
-    with pytest.raises(PromotionError, match="no `sparkgate qualify` of this project is running"):
+    with pytest.raises(PromotionError) as refused:
         paused.resume_paused("r1", answer)
+    said = str(refused.value)
+    assert "no `sparkgate qualify` of this project runs here" in said
+    assert "PREFECT_API_URL=" in said  # how to point at a qualification on a Prefect server
+
+
+def test_a_qualification_on_a_configured_server_is_found_without_prefect_api_url(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`qualify` with PREFECT_API_URL leaves the server's URL; `approve` in a terminal without
+    it asks that server (here a closed port: the refusal names the URL it tried)."""
+    monkeypatch.setattr(embedded, "servers_dir", lambda: project / SERVERS_DIR)
+    monkeypatch.setattr(paused, "served_dir", lambda: project / paused.SERVED_DIR)
+    served = f"http://127.0.0.1:{_closed_port()}/api"
+    answer = Decision(decision="approve", by="alice", reason="")
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    with paused.served_by(served), pytest.raises(PromotionError) as refused:
+        paused.resume_paused("r1", answer)
+    assert f"could not reach the Prefect API at {served}" in str(refused.value)
+    assert paused.served_urls() == []  # gone with the qualification
 
 
 def test_a_configured_server_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

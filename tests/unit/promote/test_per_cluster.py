@@ -252,8 +252,10 @@ def test_the_promotion_deployment_moves_the_named_clusters_pointer(
     deployments.promotion.fn("r1", "alice", "why", "alpha", False)
     deployments.promotion.fn("r1", "alice", "why", "alpha")
     deployments.promotion.fn("r1", "alice", "why")
+    deployments.promotion.fn("r1", "alice", "why", accept_inconclusive="docs only")
     assert calls == [
-        (release, "alice", "why", None, "alpha"),
-        (release, "alice", "why", alpha, "alpha"),
-        (release, "alice", "why", None, None),
+        (release, "alice", "why", None, "alpha", ""),
+        (release, "alice", "why", alpha, "alpha", ""),
+        (release, "alice", "why", None, None, ""),
+        (release, "alice", "why", None, None, "docs only"),  # an inconclusive record's reason
     ]

@@ -25,7 +25,15 @@ def test_readme_reads_verdict_first_and_every_table(
     text = (published().path / "README.md").read_text()
     lines = text.splitlines()
     assert lines[0] == "# r2: passed"
-    assert lines[2].startswith("**Verdict: passed.** Release `r2` on cluster `local`")
+    # the decision and what the benchmark found lead, then its largest intervals (issue 27)
+    assert lines[2] == "**Verdict: passed.** Benchmark: **faster**."
+    assert lines[4:8] == [
+        "Largest gated changes [95% interval]:",
+        "",
+        "- decode/prose-c1 step_ms: -6.4% [-8.7, -4.1] faster",
+        "- prefill/2k prefill_tps: +0.2% [-0.6, +1.0] level",
+    ]
+    assert lines[9].startswith("Release `r2` on cluster `local`")
     expected = [
         "| release_tests | passed | 3 passed, 0 failed | 5.50 s |",
         "- Previous: `r1`",
