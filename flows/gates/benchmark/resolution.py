@@ -21,6 +21,12 @@ from flows.spec.release import BenchmarkGate
 from flows.spec.suite import Suite, WorkloadGate
 from flows.spec.suites import suite_file
 
+# A ledger of two gaps (the demo's three-arm calibration) estimates the arm-to-arm SD with two
+# degrees of freedom: its 90 % upper bound is about 2.2 times the estimate, and one noisy
+# calibration would refuse a tolerance the cluster in fact resolves. Below this many gaps the
+# forecast is said, never refused on.
+GAPS_TO_REFUSE = 3
+
 
 def gated_rows(settings: BenchmarkGate, suite: Suite, ledger: Ledger) -> list[GatedRow]:
     """The rows the gate will decide, as far as the ledger names the suite's points, each with
@@ -75,6 +81,8 @@ def resolution_lines(resolution: Resolution | None, shape: str, suite: str) -> l
             f"within it from {row.arms_needed} arms" if row.resolved and row.arms_needed
             else f"NOT within it by {resolution.max_arms} arms"
         )  # fmt: skip
+        if not row.resolved and row.ledger_gaps < GAPS_TO_REFUSE:
+            fits += f" by this estimate, too loose to refuse on below {GAPS_TO_REFUSE} gaps"
         lines.append(
             f"this cluster resolves ±{first.half_width_pct:.1f} % on {row.point} after "
             f"{first.arms} arms, ±{last.half_width_pct:.1f} % after {last.arms} "
@@ -93,9 +101,12 @@ def refusal(
     seconds_per_arm: float | None,
 ) -> SpecError | None:
     """The refusal of a tolerance the cluster cannot resolve within max_arms (None: it can)."""
-    if resolution is None or not resolution.unresolved:
+    firm = [] if resolution is None else [
+        row for row in resolution.unresolved if row.ledger_gaps >= GAPS_TO_REFUSE
+    ]  # fmt: skip
+    if resolution is None or not firm:
         return None
-    row = max(resolution.unresolved, key=lambda r: r.last.half_width_pct - r.tolerance_pct)
+    row = max(firm, key=lambda r: r.last.half_width_pct - r.tolerance_pct)
     origin = tolerance_origin(release_file, settings, row.point, row.metric)
     message = (
         f"tolerance {row.tolerance_pct:g} % on {row.point} {row.metric} is finer than this "

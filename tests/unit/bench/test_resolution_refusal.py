@@ -173,3 +173,20 @@ def test_without_a_ledger_the_plan_says_the_first_qualification_calibrates(
     assert "no A/A ledger yet for tp2-local and suite tiny: the first qualification calibrates" in (
         said
     )
+
+
+def test_a_ledger_of_two_gaps_is_said_but_never_refused_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo's three-arm calibration leaves two gaps: too loose an SD to refuse a run on."""
+    release = _project(tmp_path, NOISY[:3], _suite())
+    monkeypatch.setenv("SPARKGATE_ROOT", str(tmp_path))
+
+    code = main(["qualify", str(release), "-c", str(CLUSTER), "--plan"])
+
+    said = " ".join(capsys.readouterr().err.split())
+    assert code == 0, said
+    assert "NOT within it by 7 arms by this estimate, too loose to refuse on below 3 gaps" in said
+    assert "from 2 A/A gaps" in said
