@@ -185,3 +185,13 @@ def observer_of_run() -> StageObserver:
     if command is None:
         return PrefectLogObserver()
     return Tee(command, PrefectLogObserver(api_only=True))
+
+
+def tell_run_log(line: str) -> None:
+    """`line` in the run's log only: the terminal (if any) says it its own way.
+
+    For an ending the flow returns as its final state: when Prefect's own orchestration ended
+    the run first (a pause that expired), the returned state is refused, and the run's log is
+    the one place on the server that still names the reason.
+    """
+    PrefectLogObserver(api_only=current_observer.get() is not None).note(line)

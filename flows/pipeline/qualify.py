@@ -27,7 +27,7 @@ from flows.gates.base import GateResult
 from flows.gates.benchmark.story import bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.artifacts import publish_benchmark, publish_record
-from flows.pipeline.events import StageClock, observer_of_run
+from flows.pipeline.events import StageClock, observer_of_run, tell_run_log
 from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.inputs import inputs_for
 from flows.pipeline.notify import label_verdict
@@ -148,6 +148,7 @@ def qualify_flow(
         )  # fmt: skip
     except (PromotionError, InconclusiveError) as refused:  # rejected, or nobody decided
         said = str(refused)
+        tell_run_log(said)
         # a rejection is refused (exit 1); an inconclusive wait nobody answered stays
         # inconclusive, awaiting a decision (exit 3)
         ended = outcome.model_copy(
