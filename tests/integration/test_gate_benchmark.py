@@ -87,7 +87,12 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
     out = tmp_path / "bench"
     result = run_benchmark(context, settings, out)
 
-    assert result.outcome in (Outcome.PASSED, Outcome.FAILED), result.reason
+    # three arms of two samples decide what they can: any outcome, as long as it is the decision's
+    decided = {
+        "pass": Outcome.PASSED, "fail-slower": Outcome.FAILED,
+        "fail-lost-measurements": Outcome.FAILED, "fail-inconclusive": Outcome.INCONCLUSIVE,
+    }  # fmt: skip
+    assert result.outcome is decided[_summary(result)["decision"]], result.reason
     assert result.reason
     assert _summary(result)["arms"] == ["candidate", "previous", "candidate"]
     releases = []
@@ -115,11 +120,5 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
         assert point["verdict"] in ("faster", "level", "slower", "inconclusive")
         assert point["previous"] > 0
         assert point["candidate"] > 0
-    assert _summary(result)["decision"] in (
-        "pass",
-        "fail-slower",
-        "fail-inconclusive",
-        "fail-lost-measurements",
-    )
     assert load_session(state, cluster.name) is None  # every arm was stopped
     assert any("arm 3 (candidate, r2)" in line for line in lines)
