@@ -1,12 +1,15 @@
 """A qualification that pauses or fails is announced: a real server's automation posts to a
 local webhook, with a one-line message and the run's UI link.
 
-`sparkgate notify URL --allow-private` against a real `prefect server start`; then flows named
-like the qualification flow, tagged as one, fail or pause in another process (a run started
-from a terminal), and the nightly deployment's flow fails on a release name that loads no
-spec. The server's triggers see each event and its actions post the rendered body to the
-receiver here, naming the run, the release, the state and the verdict, with the benchmark
-headline the run labelled itself with and the run's URL.
+`sparkgate notify URL --allow-private` against the session's `prefect server start`; then the
+real `sparkgate qualify`, run from a terminal with PREFECT_API_URL set, on a private two-node
+cluster: a trimmed r1 that pauses for a decision nobody gives within 5 s (announced Paused with
+the verdict and the commands that decide, then Failed), and crash-on-boot, which fails at its
+first boot. The nightly deployment's flow fails on a release name that loads no spec. The
+server's triggers see each event and its actions post the rendered body to the receiver here,
+naming the run, the release, the state and the verdict, with the run's URL. How a benchmark
+headline joins the message is rendered with the server's own template in
+tests/unit/flow/test_notify_payload.py.
 """
 
 from __future__ import annotations
@@ -22,38 +25,26 @@ from typing import Any
 import pytest
 
 from tests.support.net import free_port
+from tests.support.overlays import overlay
 from tests.support.paths import ROOT
 from tests.support.prefect_server import Server
+from tests.support.project import (
+    TRIMMED_DETERMINISM,
+    TRIMMED_GATES,
+    ProjectKind,
+    PromotionProject,
+    projects,
+)
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.prefect_server, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
+    pytest.mark.timeout(900),
+]  # fmt: skip
 
-FAILING_QUALIFICATION = """
-from prefect import flow, tags
-
-@flow(name="qualify-release")
-def qualify() -> None:
-    raise RuntimeError("r9 failed at benchmark: slower beyond 3%")
-
-with tags("release:r9", "cluster:local"):
-    qualify.with_options(flow_run_name="qualify r9 on local (tp2-local)")(return_state=True)
-"""
-
-HEADLINE = "4 gated at 3%: 4 faster; largest prefill/512 prefill_tps +12.0% [+10.1, +13.9] faster"
-
-PAUSING_QUALIFICATION = f"""
-from prefect import flow, tags
-from prefect.flow_runs import pause_flow_run
-from flows.pipeline.notify import label_verdict
-
-@flow(name="qualify-release")
-def qualify() -> None:
-    label_verdict("qualified", {HEADLINE!r})
-    pause_flow_run(timeout=5, poll_interval=1)
-
-with tags("release:r8", "cluster:local"):
-    qualify.with_options(flow_run_name="qualify r8 on local (tp2-local)")(return_state=True)
-"""
+CLUSTER = "notifytest"
+WAIT_S = 5  # promotion.timeout_s of the release that pauses: nobody decides
+IN_A_TERMINAL = projects(ProjectKind(CLUSTER, PromotionProject, server=True))
 
 NIGHTLY_WITH_A_BAD_RELEASE = """
 from flows.pipeline.deployments import nightly_qualification
@@ -107,15 +98,16 @@ def receiver(prefect_api: Server) -> Iterator[Receiver]:
         yield running
 
 
-def _posted(server: Server, receiver: Receiver, run: str, state: str) -> dict[str, Any]:
-    """The body posted for run `run` entering `state` (waits up to 2 min)."""
+def _posted(server: Server, receiver: Receiver, release: str, state: str) -> dict[str, Any]:
+    """The body posted for `release`'s run entering `state` (waits up to 2 min)."""
 
     def found() -> dict[str, Any] | None:
         return next(
-            (b for b in receiver.bodies if b.get("run") == run and b.get("state") == state), None
+            (b for b in receiver.bodies if b.get("release") == release and b.get("state") == state),
+            None,
         )
 
-    return wait_until(found, 120, f"the webhook post for {run} {state}", interval_s=1,
+    return wait_until(found, 120, f"the webhook post for {release} {state}", interval_s=1,
                       detail=lambda: f"{receiver.bodies}\n{server.tails()}")  # fmt: skip
 
 
@@ -125,42 +117,58 @@ def _a_run_link(server: Server, body: dict[str, Any]) -> None:
     assert url.startswith(f"{server.ui}/runs/flow-run/"), body
 
 
-def test_a_failed_qualification_posts_release_state_and_url(
-    prefect_api: Server, receiver: Receiver
-) -> None:
-    failed = subprocess.run(
-        [sys.executable, "-c", FAILING_QUALIFICATION],
-        env=prefect_api.env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
-    assert "Finished in state Failed" in failed.stdout + failed.stderr, failed.stderr
+def _one_line(body: dict[str, Any]) -> str:
+    message = body["message"]
+    assert isinstance(message, str), body
+    assert message, body
+    assert "\n" not in message, body
+    return message
 
-    body = _posted(prefect_api, receiver, "qualify r9 on local (tp2-local)", "Failed")
+
+@IN_A_TERMINAL
+def test_a_qualification_that_fails_posts_its_verdict_and_url(
+    prefect_api: Server, receiver: Receiver, project: PromotionProject
+) -> None:
+    overlay(project.root / "alone/r1.yaml", "releases/r1.yaml")  # its previous, never qualified
+    alone = overlay(  # so its outputs are compared with no record of r1
+        project.root / "alone/crash-on-boot.yaml", "releases/faulty/crash-on-boot.yaml",
+        gates={**TRIMMED_GATES, "determinism": {**TRIMMED_DETERMINISM, "against_previous": False}},
+    )  # fmt: skip
+    done = project.qualify(alone)
+    assert done.returncode == 1, done.stdout + done.stderr
+
+    body = _posted(prefect_api, receiver, "crash-on-boot", "Failed")
     assert body["source"] == "sparkgate"
-    assert (body["release"], body["cluster"]) == ("r9", "local")
-    assert "slower beyond 3%" in body["message"]
-    assert "release:r9" in body["tags"]
+    assert body["cluster"] == CLUSTER
+    assert body["run"].startswith(f"qualify crash-on-boot on {CLUSTER} ("), body
+    message = _one_line(body)
+    assert message.startswith("crash-on-boot failed at determinism: "), message
+    assert "boot failed" in message, message
+    assert {"release:crash-on-boot", f"cluster:{CLUSTER}"} <= set(body["tags"])
     _a_run_link(prefect_api, body)
 
 
-def test_a_paused_qualification_posts_its_verdict_headline_and_url(
-    prefect_api: Server, receiver: Receiver
+@IN_A_TERMINAL
+def test_a_qualification_that_waits_posts_the_commands_then_its_expiry(
+    prefect_api: Server, receiver: Receiver, project: PromotionProject
 ) -> None:
-    paused = subprocess.run(
-        [sys.executable, "-c", PAUSING_QUALIFICATION],
-        env=prefect_api.env, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    impatient = overlay(
+        project.root / "impatient/r1.yaml", "releases/r1.yaml",
+        gates=TRIMMED_GATES, promotion={"timeout_s": WAIT_S},
     )  # fmt: skip
-    assert "Finished in state Failed" in paused.stdout + paused.stderr, paused.stderr
-    run = "qualify r8 on local (tp2-local)"
-    body = _posted(prefect_api, receiver, run, "Paused")
-    assert body["message"] == (
-        "r8 qualified, waiting for a decision: sparkgate approve r8 -c local | "
-        f"sparkgate reject r8 -c local --reason TEXT; benchmark: {HEADLINE}"
+    done = project.run("qualify", str(impatient), "-c", str(project.cluster), timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr  # nobody decided
+
+    paused = _posted(prefect_api, receiver, "r1", "Paused")
+    assert paused["verdict"] == "qualified", paused
+    assert _one_line(paused) == (
+        f"r1 qualified, waiting for a decision: sparkgate approve r1 -c {CLUSTER} | "
+        f"sparkgate reject r1 -c {CLUSTER} --reason TEXT"
     )
-    assert (body["verdict"], body["benchmark"]) == ("qualified", HEADLINE)
-    _a_run_link(prefect_api, body)
-    expired = _posted(prefect_api, receiver, run, "Failed")  # nobody decided within 5 s
-    assert expired["message"].endswith(f"; benchmark: {HEADLINE}"), expired
-    assert expired["url"] == body["url"]
+    _a_run_link(prefect_api, paused)
+    expired = _posted(prefect_api, receiver, "r1", "Failed")
+    _one_line(expired)  # ours ("no decision within 5 s") or Prefect's, whichever ended the pause
+    assert expired["url"] == paused["url"]
 
 
 def test_a_nightly_run_with_a_bad_release_posts_one_line(
@@ -172,7 +180,8 @@ def test_a_nightly_run_with_a_bad_release_posts_one_line(
     )  # fmt: skip
     assert "Finished in state Failed" in nightly.stdout + nightly.stderr, nightly.stderr
     assert "Traceback" not in nightly.stdout + nightly.stderr, nightly.stderr
-    body = _posted(prefect_api, receiver, "nightly qualify nosuch on local", "Failed")
+    body = _posted(prefect_api, receiver, "nosuch", "Failed")
+    assert body["run"] == "nightly qualify nosuch on local", body
     assert body["message"].startswith("nightly qualification of nosuch on local: "), body
     assert "'nosuch': no such file" in body["message"]
     assert "\n" not in body["message"]

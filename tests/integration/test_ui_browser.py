@@ -5,8 +5,9 @@ server start` with its web UI on. Then Chromium (Debian's `chromium` and `chromi
 opens the pages a reviewer opens: the runs list, filtered by the release tag, shows the run by
 its name with its tags; the record artifact shows the verdict table and every plot loads
 (natural width above zero) in both of Prefect's UIs (the default one under /v2 and the classic
-one); the benchmark artifact shows its table of points. A second test lets a trimmed r1 pause
-for approval and opens the UI's Resume form: above the fields it says what is being approved
+one); the benchmark artifact shows its table of points and the headline `sparkgate show`
+prints for the record. A second test lets a trimmed r1 pause for approval and opens the UI's
+Resume form: above the fields it says what is being approved
 (verdict, gates, record path), and `sparkgate reject` then ends the wait, the run's state
 message the rejection in one line. Screenshots of the pages land in the test's output folder
 (printed with -s). Without Chromium the tests skip, and fail under CI=true, which installs it.
@@ -32,6 +33,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
+from flows.gates.benchmark.story import bench_headline
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record import read_record, verify
 from tests.support.prefect_server import Server
@@ -235,10 +237,21 @@ def test_a_reviewer_sees_the_named_run_its_verdict_table_and_every_plot(
     )
     for point in {row.point for row in summary.points}:
         assert point in pages.text(), f"point {point} missing from the benchmark table"
+    # one benchmark headline: the artifact says the words `sparkgate show` prints for the record
+    headline = bench_headline(summary)
+    shown = project.run("show", record_dir.name, "--raw")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"Headline: {headline}." in _words(shown.stdout), shown.stdout
+    assert headline in _words(pages.text()), pages.text()
     pages.shoot("benchmark")
     assert sorted(path.name for path in shots.glob("*.png")) == [
         "benchmark.png", "record-v1.png", "record-v2.png", "run.png", "runs.png",
     ]  # fmt: skip
+
+
+def _words(text: str) -> str:
+    """`text` with every run of whitespace one space (a page or a terminal may wrap lines)."""
+    return " ".join(text.split())
 
 
 def _strip(cells: object) -> list[str]:
