@@ -24,10 +24,10 @@ from tests.support.local_cluster import (  # noqa: F401 - fixtures used by name
     warm_nodes,
 )
 from tests.support.paths import ROOT
-from tests.support.prefect_server import prefect_api, prefect_harness  # noqa: F401 - by name
+from tests.support.prefect_server import prefect_api, prefect_in_process  # noqa: F401 - by name
 
 MUST_RUN_IN_CI = ("lab", "docker")
-SERVER_FIXTURES = ("prefect_api", "prefect_harness")
+SERVER_FIXTURES = ("prefect_api", "prefect_in_process")
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from tests.support.fake_gates import (  # noqa: F401 - fixtures used by name
     run_loop,
 )
 
-# the gate loop's flows run on Prefect's test server, a throwaway database
-pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_harness")]
+# the gate loop's flows report to the session's Prefect server
+pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_in_process")]
 
 
 class RawWriter(FakeGate):

@@ -5,8 +5,8 @@ boot plus seconds of traffic on a private two-node cluster. The calibration must
 record under experiments/calibration/ (its stages on the board qualify uses, no Prefect line
 without -v), say what the grown ledger lets the release's benchmark resolve, its gap must be
 what the benchmark gate of a later qualification on the same cluster shape and suite draws on
-(`ledger_for`), and `sparkgate verify` must pass on the record. The Prefect database is private
-to the module.
+(`ledger_for`), and `sparkgate verify` must pass on the record. The runs go to the session's
+Prefect server.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import load_release
 from tests.support.overlays import overlay, write_yaml
+from tests.support.prefect_server import Server
 from tests.support.project import Project
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
+    pytest.mark.timeout(1200),
+]  # fmt: skip
 
 SUITE = {
     "kind": "suite", "name": "calibrate-test", "seed": 0, "samples": 2, "warmup": 0,
@@ -39,9 +43,11 @@ SUITE = {
 }  # fmt: skip
 
 
-def test_calibrate_publishes_gaps_the_benchmark_gate_uses(tmp_path: Path) -> None:
+def test_calibrate_publishes_gaps_the_benchmark_gate_uses(
+    tmp_path: Path, prefect_api: Server
+) -> None:
     project = Project(tmp_path, "calibtest")
-    project.env["COLUMNS"] = "300"
+    project.use_server(prefect_api)
     suite = write_yaml(tmp_path / "suites/calibrate-test.yaml", SUITE)
     benchmark = {"suite": str(suite)}
     release = overlay(
@@ -53,7 +59,7 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(tmp_path: Path) -> Non
             timeout=1100,
         )  # fmt: skip
     finally:
-        project.run("cluster", "stop", "-c", str(project.cluster))
+        project.stop()
     assert done.returncode == 0, done.stdout + done.stderr
     # what the grown ledger lets the release's benchmark resolve, per gated point
     assert "this cluster resolves ±" in done.stderr, done.stderr

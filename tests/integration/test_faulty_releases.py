@@ -24,7 +24,7 @@ from tests.support.project import TRIMMED_COLD_BOOTS, Project, ProjectKind, proj
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
-    projects(ProjectKind("faultytest")),
+    pytest.mark.prefect_server, projects(ProjectKind("faultytest", server=True)),
 ]  # fmt: skip
 
 # The benchmark suite of the slower release: the steady points that config/suites/release-local.yaml

@@ -42,7 +42,7 @@ from tests.support.waiting import wait_until
 # one project for the module: its r1 is approved once, then rejected, then rolled back to
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow,
-    projects(ProjectKind("promotetest", Project)),
+    projects(ProjectKind("promotetest", Project, server=False)),  # embedded, as users run it
 ]  # fmt: skip
 
 

@@ -32,8 +32,8 @@ from tests.support.project import (
 from tests.support.waiting import wait_until
 
 pytestmark = [
-    pytest.mark.integration, pytest.mark.slow,
-    projects(ProjectKind("undecidedtest", PromotionProject)),
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
+    projects(ProjectKind("undecidedtest", PromotionProject, server=True)),
 ]  # fmt: skip
 REASON = "a description-only change; the A/A noise is known"
 

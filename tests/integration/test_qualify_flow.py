@@ -25,7 +25,7 @@ from tests.support.waiting import wait_until
 # the module's project: trimmed r1, and r2 against it on a short suite
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500),
-    projects(ProjectKind("qualtest")),
+    pytest.mark.prefect_server, projects(ProjectKind("qualtest", server=True)),
 ]  # fmt: skip
 
 

@@ -15,13 +15,18 @@ from pathlib import Path
 import pytest
 
 from tests.support.overlays import write_yaml
+from tests.support.prefect_server import Server
 from tests.support.project import SHORT_SUITE, Project
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
+    pytest.mark.timeout(900),
+]  # fmt: skip
 
 
-def test_one_aa_session_is_run_and_kept(tmp_path: Path) -> None:
+def test_one_aa_session_is_run_and_kept(tmp_path: Path, prefect_api: Server) -> None:
     project = Project(tmp_path, "sessionstest")
+    project.use_server(prefect_api)  # the script's flow reports to the session's server
     suite = write_yaml(project.root / "suites/short.yaml", SHORT_SUITE)
     r1 = project.release("r1", "releases/r1.yaml", benchmark={"suite": str(suite)})
     out = project.root / "sessions"

@@ -19,7 +19,6 @@ this machine has buildx and refused before anything starts where it has not.
 from __future__ import annotations
 
 import ipaddress
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -39,10 +38,14 @@ from flows.spec.load import load_model
 from flows.spec.release import Release
 from tests.support.lab import docker_lab as docker_lab_up
 from tests.support.paths import ROOT
+from tests.support.prefect_server import Server
 
 from .test_lab_docker_boot import DOCKER_CACHE
 
-pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.prefect_server,
+    pytest.mark.timeout(1800),
+]  # fmt: skip
 
 PLAN = LabPlan(prefix="sg-i", nodes=3, subnet=ipaddress.IPv4Network("198.18.11.0/24"), docker=True)
 LAB_DIR = ROOT / ".sparkgate" / "test-lab-img"  # short: unix socket paths are limited
@@ -94,16 +97,13 @@ def _two_nodes(lab: LabState, folder: Path) -> Path:
     return file
 
 
-def _environment(tmp_path: Path) -> dict[str, str]:
+def _environment(tmp_path: Path, server: Server) -> dict[str, str]:
+    """sparkgate in a private project whose runs go to the session's Prefect server."""
     state = tmp_path / "state"
     (state / "cache").mkdir(parents=True)
     DOCKER_CACHE.mkdir(parents=True, exist_ok=True)
     (state / "cache" / "docker").symlink_to(DOCKER_CACHE)
-    return {
-        **os.environ, "SPARKGATE_ROOT": str(tmp_path), "SPARKGATE_STATE_DIR": str(state),
-        "PREFECT_HOME": str(tmp_path / "prefect"),
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
-    }  # fmt: skip
+    return {**server.env, "SPARKGATE_ROOT": str(tmp_path), "SPARKGATE_STATE_DIR": str(state)}
 
 
 def _prebuilt(cluster: Cluster, state: Path) -> str:
@@ -150,11 +150,11 @@ def _sparkgate(env: dict[str, str], root: Path, *argv: str) -> subprocess.Comple
 
 
 def test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorded_image(
-    docker_lab: LabState, tmp_path: Path
+    docker_lab: LabState, tmp_path: Path, prefect_api: Server
 ) -> None:
     cluster_file = str(_two_nodes(docker_lab, tmp_path / "config"))
     cluster = load_model(cluster_file, Cluster)
-    env = _environment(tmp_path)
+    env = _environment(tmp_path, prefect_api)
 
     # what the operator built earlier: the bundled engine's image, tagged on the head only
     prebuilt_id = _prebuilt(cluster, tmp_path / "state")
@@ -209,11 +209,11 @@ def test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorde
 
 
 def test_a_dockerfile_built_on_the_head_or_on_the_controller_qualifies_on_one_image_id(
-    docker_lab: LabState, tmp_path: Path
+    docker_lab: LabState, tmp_path: Path, prefect_api: Server
 ) -> None:
     cluster_file = str(_two_nodes(docker_lab, tmp_path / "config"))
     cluster = load_model(cluster_file, Cluster)
-    env = _environment(tmp_path)
+    env = _environment(tmp_path, prefect_api)
     prebuilt_id = _prebuilt(cluster, tmp_path / "state")
     head, worker = _daemon(cluster, 0), _daemon(cluster, 1)
     controller_url = str(yaml.safe_load(Path(cluster_file).read_text())["runtime"]["builds"][

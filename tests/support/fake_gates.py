@@ -2,7 +2,7 @@
 
 The registry's gates are swapped for fakes that pass, fail or raise on command and count their
 runs; `run_loop` runs `run_gates` inside a Prefect flow on a record folder (the caller provides
-the Prefect server, e.g. the `prefect_harness` fixture).
+the Prefect server, e.g. the `prefect_in_process` fixture).
 """
 
 from __future__ import annotations

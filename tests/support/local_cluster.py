@@ -6,13 +6,16 @@ shared by the session's tests (a cold preparation costs seconds per rank); tests
 caches empty them through the pipeline itself.
 
 Projects (tests/support/project.py) have node workdirs of their own; `WarmNodes` carries the
-prepared models and kernel caches from one project's nodes to the next, so only the session's
-first project prepares cold. The engine rewrites a kernel's source only when it changed and
-numba checks its cache against the source's stamp, so a copied cache is used only where valid.
+prepared models, kernel caches and installed builds from one project's nodes to the next, so
+only the session's first project prepares and installs cold (as a real cluster's nodes keep
+what an earlier qualification installed). The engine rewrites a kernel's source only when it
+changed and numba checks its cache against the source's stamp, so a copied cache is used only
+where valid; an installed build is reused only where its marker names the build's digest.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.cluster.build.wheel import MARKER
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext
 from flows.spec.cluster import Cluster
@@ -32,10 +36,17 @@ from .net import free_port
 from .paths import ROOT
 
 WARM_PARTS = ("models", "cache")  # config/engines/sparkengine.yaml: model_dir and caches
+ENVS = "envs"  # flows/cluster/build/wheel.py: <workdir>/envs/<build>, one per installed build
 
 
 class WarmNodes:
-    """The session's store of prepared node folders (models, caches), one per rank index."""
+    """The session's store of prepared node folders (models, caches, installed builds), one per
+    rank index.
+
+    Models and caches are copied (a rank rewrites its caches). An installed build is hard-linked
+    (hundreds of MB, never written once installed: Python replaces a bytecode file, it does not
+    rewrite it), its interpreter link kept a link, so the environment works under its new path.
+    """
 
     store: Path | None = None  # set for the session by the `warm_nodes` fixture
 
@@ -44,17 +55,36 @@ class WarmNodes:
         """Give new node workdirs (rank order) what earlier projects' nodes prepared."""
         for index, workdir in enumerate(workdirs):
             source = None if cls.store is None else cls.store / f"n{index}"
-            if source is not None and source.is_dir():
-                shutil.copytree(source, workdir, dirs_exist_ok=True)
+            if source is None or not source.is_dir():
+                continue
+            for part in WARM_PARTS:
+                if (source / part).is_dir():
+                    shutil.copytree(source / part, workdir / part, dirs_exist_ok=True)
+            _link_builds(source / ENVS, workdir / ENVS)
 
     @classmethod
     def keep(cls, workdirs: list[Path]) -> None:
         """Add what these (stopped) nodes prepared to the store."""
         for index, workdir in enumerate(workdirs):
+            if cls.store is None:
+                return
             for part in WARM_PARTS:
-                if cls.store is not None and (workdir / part).is_dir():
+                if (workdir / part).is_dir():
                     target = cls.store / f"n{index}" / part
                     shutil.copytree(workdir / part, target, dirs_exist_ok=True)
+            _link_builds(workdir / ENVS, cls.store / f"n{index}" / ENVS)
+
+
+def _link_builds(source: Path, target: Path) -> None:
+    """Hard-link each finished install in `source` that `target` lacks (same build, same files).
+
+    An install without its marker (one that was cut short) is left behind.
+    """
+    if not source.is_dir():
+        return
+    for build in sorted(source.iterdir()):
+        if (build / MARKER).is_file() and not (target / build.name).exists():
+            shutil.copytree(build, target / build.name, symlinks=True, copy_function=os.link)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,8 +9,9 @@ in `Server.logs`.
 
 Starting a server costs seconds to a minute on a loaded machine, so the session shares one
 (`prefect_api`, UI on): its tests tell their runs apart by name, tag, release file or cluster,
-never by being alone on it. A test that needs a server of its own says why (the scale-out test:
-a PostgreSQL database). Every test that starts or uses a server carries the `prefect_server`
+never by being alone on it; a module's in-process flows reach it through `prefect_in_process`.
+A test that needs a server of its own says why (the scale-out test: a PostgreSQL database; the
+embedded mode's own tests). Every test that starts or uses a server carries the `prefect_server`
 marker (tests/conftest.py refuses one that does not), and `make unit` leaves them out.
 """
 
@@ -170,14 +171,16 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def prefect_harness() -> Iterator[None]:
-    """Prefect's own test server and a throwaway database for a module's in-process flows.
+def prefect_in_process(prefect_api: Server) -> Iterator[None]:
+    """A module's in-process flows report to the session's server, then the settings before.
 
-    Module-scoped, not shared: the harness sets Prefect's settings for this process while it
-    runs, which would point every later in-process test at it. Imported here: the harness brings
-    Prefect's whole server stack, seconds of every test run's start that needs none.
+    Module-scoped: Prefect's settings are this process's while the module runs, and put back at
+    its end, so no later in-process test talks to a server it did not ask for. Prefect's own
+    test harness would start a server of its own for each module (about 10 s each here).
     """
-    from prefect.testing.utilities import prefect_test_harness  # noqa: PLC0415
+    from prefect.logging.handlers import APILogWorker  # noqa: PLC0415
+    from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: PLC0415
 
-    with prefect_test_harness(server_startup_timeout=90):
+    with temporary_settings({PREFECT_API_URL: prefect_api.api}):
         yield
+        APILogWorker.drain_all(timeout=10)  # queued run logs go now, while the server is up

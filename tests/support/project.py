@@ -8,7 +8,8 @@ the checkout's state folder, shared by every test, because a build only depends 
 Tests get one through the `project` fixture (tests/integration/conftest.py), one project per
 module, which the module shapes with `projects(ProjectKind(...))`: the cluster's name, the class
 (a module's own subclass with its releases) and whether sparkgate talks to the session's Prefect
-server. Whatever a project started on its cluster is stopped when the module ends.
+server (the default) or starts its embedded one. Whatever a project started on its cluster is
+stopped when the module ends.
 """
 
 from __future__ import annotations
@@ -183,11 +184,17 @@ class PromotionProject(Project):
 
 @dataclass(frozen=True)
 class ProjectKind:
-    """How a module's `project` is made: its cluster's name, its class, its Prefect server."""
+    """How a module's `project` is made: its cluster's name, its class, its Prefect server.
+
+    By default sparkgate talks to the session's server (`prefect_api`, one for every module that
+    can share it): an embedded qualification starts a temporary server of its own, about 12 s of
+    every flow command here. `server=False` keeps the embedded mode users get by default, for a
+    module about that mode (the promotion gate in tests/integration/test_promote.py).
+    """
 
     cluster: str
     make: type[Project] = Project
-    server: bool = False  # sparkgate talks to the session's server (`prefect_api`)
+    server: bool = True
 
 
 def projects(kind: ProjectKind) -> pytest.MarkDecorator:
@@ -203,6 +210,11 @@ def project(
     kind = getattr(request, "param", None)
     if not isinstance(kind, ProjectKind):
         raise pytest.UsageError(f"{request.node.nodeid}: mark the module with projects(...)")
+    if kind.server and request.node.get_closest_marker("prefect_server") is None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: its project uses the session's Prefect server: mark the "
+            "module prefect_server, or make the project embedded (ProjectKind(server=False))"
+        )
     made = kind.make(tmp_path_factory.mktemp(kind.cluster), kind.cluster)
     if kind.server:
         made.use_server(request.getfixturevalue("prefect_api"))

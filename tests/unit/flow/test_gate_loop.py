@@ -25,8 +25,8 @@ from tests.support.fake_gates import (  # noqa: F401 - fixtures used by name
     run_loop,
 )
 
-# this module's flows run on Prefect's test server, a throwaway database (`make unit` skips it)
-pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_harness")]
+# this module's flows report to the session's Prefect server (`make unit` skips it)
+pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_in_process")]
 
 
 def test_a_rerun_of_the_same_record_takes_every_passed_gate_from_the_cache(

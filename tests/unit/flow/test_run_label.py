@@ -29,8 +29,8 @@ from flows.spec.release import load_release
 ROOT = Path(__file__).resolve().parents[3]
 
 
-# this module's flows run on Prefect's test server, a throwaway database (`make unit` skips it)
-pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_harness")]
+# this module's flows report to the session's Prefect server (`make unit` skips it)
+pytestmark = [pytest.mark.prefect_server, pytest.mark.usefixtures("prefect_in_process")]
 
 
 class Recorder(NullObserver):
