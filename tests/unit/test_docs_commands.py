@@ -197,7 +197,7 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     ),
     # docs/scheduling-and-promotion.md
     "sparkgate notify URL [--allow-private]": Elsewhere(
-        f"{INTEGRATION}/test_notify_server.py::test_a_failed_qualification_posts_release_state_and_url",
+        f"{INTEGRATION}/test_notify_server.py::test_a_qualification_that_fails_posts_its_verdict_and_url",
         "notify http://127.0.0.1:PORT/hook --allow-private against a real server",
     ),
     "sparkgate qualify releases/r2.yaml [--no-wait]": Elsewhere(
