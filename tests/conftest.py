@@ -25,6 +25,7 @@ from tests.support.local_cluster import (  # noqa: F401 - fixtures used by name
 )
 from tests.support.paths import ROOT
 from tests.support.prefect_server import prefect_api, prefect_in_process  # noqa: F401 - by name
+from tests.support.project import ProjectKind
 
 MUST_RUN_IN_CI = ("lab", "docker")
 SERVER_FIXTURES = ("prefect_api", "prefect_in_process")
@@ -53,13 +54,22 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, project_releases: s
     return tmp_path
 
 
+def _uses_a_server(item: pytest.Item) -> bool:
+    """Whether the test gets a Prefect server: a server fixture, or a `project` made to talk to
+    the session's server (`ProjectKind.server`, asked for by the fixture only when it runs)."""
+    if any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES):
+        return True
+    callspec = getattr(item, "callspec", None)
+    kind = callspec.params.get("project") if callspec is not None else None
+    return isinstance(kind, ProjectKind) and kind.server
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Refuse a test that gets a Prefect server without the `prefect_server` marker."""
     unmarked = [
         item.nodeid
         for item in items
-        if any(name in getattr(item, "fixturenames", ()) for name in SERVER_FIXTURES)
-        and item.get_closest_marker("prefect_server") is None
+        if _uses_a_server(item) and item.get_closest_marker("prefect_server") is None
     ]
     if unmarked:
         raise pytest.UsageError(

@@ -53,9 +53,11 @@ class WarmNodes:
     @classmethod
     def seed(cls, workdirs: list[Path]) -> None:
         """Give new node workdirs (rank order) what earlier projects' nodes prepared."""
+        if cls.store is None:
+            return
         for index, workdir in enumerate(workdirs):
-            source = None if cls.store is None else cls.store / f"n{index}"
-            if source is None or not source.is_dir():
+            source = cls.store / f"n{index}"
+            if not source.is_dir():
                 continue
             for part in WARM_PARTS:
                 if (source / part).is_dir():
@@ -65,9 +67,9 @@ class WarmNodes:
     @classmethod
     def keep(cls, workdirs: list[Path]) -> None:
         """Add what these (stopped) nodes prepared to the store."""
+        if cls.store is None:
+            return
         for index, workdir in enumerate(workdirs):
-            if cls.store is None:
-                return
             for part in WARM_PARTS:
                 if (workdir / part).is_dir():
                     target = cls.store / f"n{index}" / part

@@ -189,7 +189,8 @@ class ProjectKind:
     By default sparkgate talks to the session's server (`prefect_api`, one for every module that
     can share it): an embedded qualification starts a temporary server of its own, about 12 s of
     every flow command here. `server=False` keeps the embedded mode users get by default, for a
-    module about that mode (the promotion gate in tests/integration/test_promote.py).
+    module about that mode (the promotion gate in tests/integration/test_promote.py). A module
+    whose project uses the server carries the `prefect_server` marker (tests/conftest.py).
     """
 
     cluster: str
@@ -210,11 +211,6 @@ def project(
     kind = getattr(request, "param", None)
     if not isinstance(kind, ProjectKind):
         raise pytest.UsageError(f"{request.node.nodeid}: mark the module with projects(...)")
-    if kind.server and request.node.get_closest_marker("prefect_server") is None:
-        raise pytest.UsageError(
-            f"{request.node.nodeid}: its project uses the session's Prefect server: mark the "
-            "module prefect_server, or make the project embedded (ProjectKind(server=False))"
-        )
     made = kind.make(tmp_path_factory.mktemp(kind.cluster), kind.cluster)
     if kind.server:
         made.use_server(request.getfixturevalue("prefect_api"))
