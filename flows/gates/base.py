@@ -114,6 +114,19 @@ class PreviousOutputs:
     hashes: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class EarlierTestRun:
+    """A passing release-tests run of an earlier published record, as the gate may reuse it.
+
+    `files` maps each raw file's name (junit.xml, pytest.txt) to its path in that record, each
+    already checked unchanged since it was saved.
+    """
+
+    record: str = field(metadata={"doc": "the record's folder name"})
+    run_key: str = field(metadata={"doc": "what decided that run (`release_tests.rules.run_key`)"})
+    files: dict[str, Path]
+
+
 class History(Protocol):
     """What gates may read of earlier records (the pipeline supplies it; gates never read
     records themselves, so `flows.record` depends on the gates and not the other way)."""
@@ -124,6 +137,10 @@ class History(Protocol):
 
     def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:
         """The A/A ledger of earlier records for this cluster shape and suite."""
+        ...
+
+    def passed_release_tests(self, context: GateContext) -> list[EarlierTestRun]:
+        """The passing release-tests runs of earlier published records of this cluster."""
         ...
 
 

@@ -23,13 +23,15 @@ from prefect.states import Failed
 from flows.bench.ledger import Ledger
 from flows.cluster.ops.lock import ensure_held
 from flows.errors import MachineError, SparkgateError
-from flows.gates.base import GateContext, GateResult, Outcome, PreviousOutputs
+from flows.gates.base import EarlierTestRun, GateContext, GateResult, Outcome, PreviousOutputs
 from flows.gates.determinism.kept import record_hashes
 from flows.gates.harness import machine_failure, run_gate
 from flows.gates.registry import BY_NAME
+from flows.gates.release_tests.kept import passed_run
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record
 from flows.record.aa_ledger import ledger_for
+from flows.record.reader import list_records
 from flows.record.writer import RecordWriter
 from flows.spec.release import BenchmarkGate
 from flows.stages import StageObserver
@@ -151,6 +153,16 @@ class RecordHistory:
     def ledger(self, context: GateContext, settings: BenchmarkGate) -> Ledger | None:
         """The A/A ledger of the records of this cluster shape and suite."""
         return ledger_for(context, settings)
+
+    def passed_release_tests(self, context: GateContext) -> list[EarlierTestRun]:
+        """The passing release-tests runs of published records of this cluster, oldest first
+        (an unpublished record may still be resumed and rewritten)."""
+        records = sorted(list_records(context.experiments), key=lambda r: (r.created_at, r.name))
+        mine = (
+            passed_run(record) for record in records
+            if record.status == "published" and record.cluster_name == context.cluster.name
+        )  # fmt: skip
+        return [run for run in mine if run is not None]
 
 
 def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> GateResult:

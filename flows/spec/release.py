@@ -126,6 +126,13 @@ class ReleaseTestsGate(GateSettings):
         "at each run instead of `classification`: a path relative to the head's workdir (the "
         "recipe's `config/release-tests.json`), in the release-tests schema, JSON or YAML.",
     )
+    reuse: bool = Field(
+        default=True,
+        description="Take the pass of an earlier published record of this cluster whose run was "
+        "the same (same build, gate files and their contents, pytest options, node, runtime and "
+        "rank environment) instead of running the same tests again; the record names where it "
+        "came from and keeps its JUnit XML. false: always run them.",
+    )
     pytest_options: list[str] = Field(
         default=list(PYTEST_OPTIONS),
         description="pytest's options before the gate files (the recipe's runner: -q "

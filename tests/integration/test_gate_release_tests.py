@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from flows.cluster.transport.local import LocalTransport
-from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.base import EarlierTestRun, GateContext, GateResult, Outcome
 from flows.gates.release_tests.runner import run_release_tests
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -176,3 +176,46 @@ def test_the_heads_checkout_classifies_and_the_recipes_runner_runs(
     assert "fixture 'start_cluster' not found" in (out / "pytest.txt").read_text()
     source = (out / "checkout-classification" / "source.txt").read_text()
     assert source.startswith(f"{local_cluster.head.name}:{checkout}/release-tests.json sha256:")
+
+
+def test_the_same_run_passed_in_an_earlier_record_is_taken_and_a_changed_file_runs(
+    local_cluster: Cluster,
+    release_r1: Release,
+    transports: dict[str, LocalTransport],
+    gate_state: Path,
+    tmp_path: Path,
+) -> None:
+    """r2 changes an engine option only: its tests are r1's, in the same build, run the same
+    way, so r1's pass stands for them; the failing-test release lays a test file of its own
+    over the tree, so the same earlier pass never stands for it."""
+    settings = ReleaseTestsGate(
+        classification=trimmed(ROOT / "config/release-tests.yaml", tmp_path), timeout_s=600
+    )
+    first = run_release_tests(_context(local_cluster, release_r1, transports, gate_state),
+                              settings, tmp_path / "r1")  # fmt: skip
+    key = _summary(first)["run_key"]
+    assert first.outcome == Outcome.PASSED, first.reason
+    assert key
+    kept = {name: tmp_path / "r1" / name for name in ("junit.xml", "pytest.txt")}
+    earlier = [EarlierTestRun(record="2026-12-06-r1", run_key=key, files=kept)]
+
+    release_r2 = load_model(ROOT / "releases/r2.yaml", Release)
+    context = _context(local_cluster, release_r2, transports, gate_state)
+    again = run_release_tests(context, settings, tmp_path / "r2", earlier)
+    assert again.outcome == Outcome.PASSED, again.reason
+    assert again.reason.endswith("(reused from 2026-12-06-r1)")
+    assert _summary(again)["reused_from"] == "2026-12-06-r1"
+    assert _summary(again)["run_key"] == key
+    assert (tmp_path / "r2" / "junit.xml").read_bytes() == kept["junit.xml"].read_bytes()
+    assert _summary(again)["files"] == _summary(first)["files"]
+
+    failing = load_model(ROOT / "releases/faulty/failing-test.yaml", Release)
+    own = ReleaseTestsGate(
+        classification=trimmed(failing.gates.release_tests.classification, tmp_path / "own")
+    )
+    ran = run_release_tests(_context(local_cluster, failing, transports, gate_state),
+                            own, tmp_path / "failing", earlier)  # fmt: skip
+    assert _summary(ran)["reused_from"] is None
+    assert _summary(ran)["run_key"] not in (None, key)
+    assert ran.outcome == Outcome.FAILED
+    assert "tests/test_release_accents.py failed" in ran.reason

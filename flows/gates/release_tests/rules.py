@@ -8,14 +8,20 @@ node I/O so every rule is unit tested without a node and `verify` recounts with 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.gates.release_tests.summary import Excluded, FileRow, ReleaseTestsSummary
 from flows.spec.release_tests import ReleaseTests
+
+if TYPE_CHECKING:
+    from flows.gates.base import EarlierTestRun
 
 NAME = "release_tests"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -208,3 +214,35 @@ def summary(
         unclassified=list(selection.unclassified),
         changed=list(selection.changed),
     )
+
+
+def run_key(
+    build_digest: str,
+    selection: Selection,
+    overlaid: Mapping[str, str],
+    options: Sequence[str],
+    where: Mapping[str, object],
+) -> str:
+    """SHA-256 of everything that decides a release-tests run's outcome.
+
+    The build (its digest covers the test tree as built), the gate files and the contents
+    (`overlaid`: name -> SHA-256) of the files the release lays over them, pytest's options, and
+    `where`: the cluster, node, runtime and the rank environment the tests get. Two runs with one
+    key run the same files the same way; the release's engine options are not part of it, since
+    they reach the ranks' command lines and never the tests.
+    """
+    payload = {
+        "build": build_digest,
+        "gate": list(selection.gate),
+        "overlaid": dict(sorted(overlaid.items())),
+        "options": list(options),
+        "where": where,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def reusable(earlier: Iterable[EarlierTestRun], key: str) -> EarlierTestRun | None:
+    """The newest earlier passing run with this key (runs are given oldest first)."""
+    found = [run for run in earlier if run.run_key == key]
+    return found[-1] if found else None

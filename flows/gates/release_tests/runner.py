@@ -14,7 +14,7 @@ image with the cluster's run arguments) is the runtime's `release_tests` host.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,14 @@ from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.pytest_host import tree_files
 from flows.errors import SpecError
 from flows.fileio import sha256_file
-from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome
+from flows.gates.base import (
+    EarlierTestRun,
+    GateContext,
+    GateResult,
+    GateVerdict,
+    History,
+    Outcome,
+)
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
 from flows.gates.plan import PlanContext, PlanStep
@@ -36,12 +43,15 @@ from flows.gates.release_tests.rules import (
     FileOutcome,
     Selection,
     parse_junit,
+    reusable,
+    run_key,
     select,
     summary,
     verdict,
 )
 from flows.gates.release_tests.story import RELEASE_TESTS_STORY, ReleaseTestsStory
 from flows.gates.release_tests.summary import ReleaseTestsSummary
+from flows.spec.launch import render_all
 from flows.spec.release import ReleaseTestsGate
 from flows.spec.release_tests import ReleaseTests
 
@@ -80,19 +90,25 @@ class ReleaseTestsRunner:
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History
-    ) -> None:
-        """Nothing from earlier gates or records."""
-        del context, earlier, history
+    ) -> list[EarlierTestRun]:
+        """The passing runs of earlier records of this cluster, when the release may reuse one."""
+        del earlier
+        settings = context.release.gates.release_tests
+        return history.passed_release_tests(context) if settings.reuse else []
 
     def plan(self, given: PlanContext) -> list[PlanStep]:
         """What the gate would do on which node (`sparkgate qualify --plan`)."""
         return plan_steps(given)
 
     def run(
-        self, context: GateContext, settings: ReleaseTestsGate, inputs: None, files: GateFiles
+        self,
+        context: GateContext,
+        settings: ReleaseTestsGate,
+        inputs: Sequence[EarlierTestRun],
+        files: GateFiles,
     ) -> GateVerdict:
-        """Select, classify and run the release's tests on one node with the cluster stopped."""
-        del inputs
+        """Select, classify and run the release's tests on one node with the cluster stopped,
+        or take an earlier record's pass of the very same run."""
         began = datetime.now(UTC)
         say = context.say
         cluster, release = context.cluster, context.release
@@ -126,16 +142,28 @@ class ReleaseTestsRunner:
             _passed, reason = verdict(selection, [], 0)
             return failed(reason, summary=summary(selection, [], _since(began), node_name))
         overlaid = {name: overlay[name] for name in changed}
+        key = run_key(
+            installed.digest, selection,
+            {name: sha256_file(path) for name, path in overlaid.items()},
+            settings.pytest_options, _where(context, node_name),
+        )  # fmt: skip
+        same = reusable(inputs, key)
+        if same is not None:
+            say(f"release tests: the same run passed in record {same.record} (same build, "
+                f"{len(selection.gate)} gate files, options and node); its result is taken, not "
+                "run again (gates.release_tests.reuse: false runs them)")  # fmt: skip
+            return _reused(same, selection, key, files, node_name, began)
         run = host.run_pytest(
             selection.gate, overlaid, files.root,
             timeout=settings.timeout_s, options=settings.pytest_options,
         )  # fmt: skip
         outcomes, rc = outcomes_of(run, selection), run.rc
         passed, reason = verdict(selection, outcomes, rc)
+        found = summary(selection, outcomes, _since(began), node_name)
         return GateVerdict(
             outcome=Outcome.PASSED if passed else Outcome.FAILED,
             reason=reason,
-            summary=summary(selection, outcomes, _since(began), node_name),
+            summary=found.model_copy(update={"run_key": key}),
         )
 
 
@@ -143,10 +171,57 @@ RELEASE_TESTS = ReleaseTestsRunner()
 
 
 def run_release_tests(
-    context: GateContext, settings: ReleaseTestsGate, out_dir: Path
+    context: GateContext,
+    settings: ReleaseTestsGate,
+    out_dir: Path,
+    earlier: Sequence[EarlierTestRun] = (),
 ) -> GateResult:
     """The gate through the harness, on its own (tests and scripts)."""
-    return run_gate(RELEASE_TESTS, context, settings, None, out_dir)
+    return run_gate(RELEASE_TESTS, context, settings, list(earlier), out_dir)
+
+
+def _where(context: GateContext, node: str) -> dict[str, object]:
+    """Where and how the tests run, as far as it can change their outcome: the cluster, the
+    node, its runtime and the rank environment of this release there (references, never a
+    secret's value)."""
+    cluster = context.cluster
+    plan = next(p for p in render_all(cluster, context.release) if p.node == node)
+    return {
+        "cluster": cluster.name,
+        "node": cluster.node(node).model_dump(mode="json"),
+        "runtime": cluster.runtime.model_dump(mode="json"),
+        "env": plan.env,
+    }
+
+
+def _reused(  # noqa: PLR0917 - the earlier run and what this stage keeps of it
+    same: EarlierTestRun,
+    selection: Selection,
+    key: str,
+    files: GateFiles,
+    node: str,
+    began: datetime,
+) -> GateVerdict:
+    """The earlier run's raw files copied into this stage and counted again here, so the record
+    stands on its own and `verify` recounts it like any other."""
+    for name, path in sorted(same.files.items()):
+        files.write_text(name, path.read_text(encoding="utf-8"))
+    junit = same.files.get("junit.xml")
+    run = PytestRun(
+        node=node, rc=0, output="",
+        junit_xml=junit.read_text(encoding="utf-8") if junit is not None else None,
+        files=sorted(same.files),
+    )  # fmt: skip
+    outcomes = outcomes_of(run, selection)
+    passed, reason = verdict(selection, outcomes, 0)
+    found = summary(selection, outcomes, _since(began), node).model_copy(
+        update={"run_key": key, "reused_from": same.record}
+    )
+    if not passed:  # the earlier run's files no longer say pass: nothing to take
+        return failed(f"reused from {same.record}: {reason}", summary=found)
+    return GateVerdict(
+        outcome=Outcome.PASSED, reason=f"{reason} (reused from {same.record})", summary=found
+    )
 
 
 def _since(began: datetime) -> float:

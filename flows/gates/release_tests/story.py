@@ -72,6 +72,13 @@ def junit_problems(summary: ReleaseTestsSummary, counts: Mapping[str, int]) -> l
 def section(summary: ReleaseTestsSummary) -> list[str]:
     """The README section: the counts, failing files, unclassified and changed, excluded."""
     lines = ["", tests_line(summary)]
+    if summary.reused_from is not None:
+        reused = (
+            "Not run again: the same run (same build, gate files, options and node) passed in "
+            f"record `{summary.reused_from}`; its JUnit XML and pytest output are kept here and "
+            "counted again."
+        )
+        lines += ["", reused]
     failing = failing_test_files(summary)
     if failing:
         lines += [

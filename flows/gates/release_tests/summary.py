@@ -45,6 +45,14 @@ class ReleaseTestsSummary(BaseModel):
     node: str = "?"
     unclassified: list[str] = []
     changed: list[str] = []
+    run_key: str | None = Field(
+        default=None,
+        description="SHA-256 of what decided the run (build, gate files, options, node, runtime).",
+    )
+    reused_from: str | None = Field(
+        default=None,
+        description="The earlier record whose identical run this stage took, instead of running.",
+    )
 
     def count(self, key: str) -> int:
         """One of the counts by name (passed, failed, errors, skipped)."""

@@ -11,10 +11,12 @@ import pytest
 
 from flows.cluster.runtime.pytest_host import BASETEMP, pytest_argv
 from flows.cluster.transport.base import Transport
-from flows.gates.base import GateContext, Outcome
+from flows.gates.base import EarlierTestRun, GateContext, Outcome
 from flows.gates.release_tests.rules import (
     FileOutcome,
     parse_junit,
+    reusable,
+    run_key,
     select,
     summary,
     verdict,
@@ -253,3 +255,31 @@ def test_an_unknown_node_fails_the_gate_by_name_before_touching_any_node(tmp_pat
     )
     assert result.outcome == Outcome.FAILED
     assert "'nowhere'" in result.reason
+
+
+def test_the_run_key_changes_with_what_the_tests_see_and_only_that(tmp_path: Path) -> None:
+    classification = _classification(tmp_path, **{"tests/test_a.py": GATE, "tests/test_b.py": GATE})
+    selection = select(["tests/test_a.py", "tests/test_b.py"], classification)
+    where = {"cluster": "local", "node": {"name": "local0"}, "env": {}}
+    key = run_key("sha256:aaa", selection, {}, ["-q"], where)
+    assert key == run_key("sha256:aaa", selection, {}, ["-q"], dict(where))
+    others = [
+        run_key("sha256:bbb", selection, {}, ["-q"], where),
+        run_key("sha256:aaa", selection, {"tests/test_a.py": "f" * 64}, ["-q"], where),
+        run_key("sha256:aaa", selection, {}, ["-q", "-x"], where),
+        run_key("sha256:aaa", selection, {}, ["-q"], {**where, "env": {"HF_HUB_OFFLINE": "1"}}),
+        run_key("sha256:aaa", selection, {}, ["-q"], {**where, "node": {"name": "local1"}}),
+    ]
+    assert len({key, *others}) == 1 + len(others)
+
+
+def test_the_newest_earlier_run_with_the_key_is_taken() -> None:
+    runs = [
+        EarlierTestRun(record="2026-12-01-r1", run_key="k1", files={}),
+        EarlierTestRun(record="2026-12-02-r1", run_key="k2", files={}),
+        EarlierTestRun(record="2026-12-03-r1", run_key="k1", files={}),
+    ]
+    found = reusable(runs, "k1")
+    assert found is not None
+    assert found.record == "2026-12-03-r1"
+    assert reusable(runs, "k3") is None
