@@ -21,8 +21,11 @@ TEST_COUNTS = ("passed", "failed", "errors", "skipped")
 
 
 def tests_line(summary: ReleaseTestsSummary) -> str:
-    """e.g. `41 passed, 0 failed, 0 errors, 2 skipped in 12.3 s on spark1`."""
+    """e.g. `41 passed, 0 failed, 0 errors, 2 skipped in 12.3 s on spark1` (or `... on spark1 in
+    record <name>` when the stage took that record's run)."""
     counts = ", ".join(f"{summary.count(key)} {key}" for key in TEST_COUNTS)
+    if summary.reused_from is not None:  # this stage ran nothing: its seconds time no test
+        return f"{counts} on {summary.node} in record {summary.reused_from}"
     return f"{counts} in {number(summary.seconds, 's')} on {summary.node}"
 
 

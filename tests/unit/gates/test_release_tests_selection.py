@@ -12,6 +12,7 @@ import pytest
 from flows.cluster.runtime.pytest_host import BASETEMP, pytest_argv
 from flows.cluster.transport.base import Transport
 from flows.gates.base import EarlierTestRun, GateContext, Outcome
+from flows.gates.release_tests import story
 from flows.gates.release_tests.rules import (
     FileOutcome,
     parse_junit,
@@ -27,6 +28,7 @@ from flows.gates.release_tests.runner import (
     run_release_tests,
     tree_files,
 )
+from flows.gates.release_tests.summary import ReleaseTestsSummary
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release, ReleaseTestsGate
@@ -283,3 +285,16 @@ def test_the_newest_earlier_run_with_the_key_is_taken() -> None:
     assert found is not None
     assert found.record == "2026-12-03-r1"
     assert reusable(runs, "k3") is None
+
+
+def test_a_taken_run_says_whose_it_is_and_times_nothing() -> None:
+    taken = ReleaseTestsSummary(passed=3, seconds=0.2, node="local0", reused_from="2026-12-06-r1")
+    assert (
+        story.tests_line(taken)
+        == "3 passed, 0 failed, 0 errors, 0 skipped on local0 in record 2026-12-06-r1"
+    )
+    text = "\n".join(story.section(taken))
+    assert "Not run again" in text
+    assert "`2026-12-06-r1`" in text
+    ran = taken.model_copy(update={"reused_from": None})
+    assert story.tests_line(ran).endswith("in 0.200 s on local0")
