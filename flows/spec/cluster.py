@@ -17,6 +17,7 @@ from pydantic import Field
 
 from flows.spec.base import EnvValue, HostPath, Loc, Problem, SpecContext, SpecModel
 from flows.spec.engine import EngineProfile, placeholder_problems
+from flows.spec.probes import Probes
 from flows.spec.template import NODE_PLACEHOLDERS
 
 SHAPE = re.compile(r"^tp([1-9][0-9]*)-[a-z0-9][a-z0-9-]*$")
@@ -244,6 +245,9 @@ class Cluster(SpecModel):
     ports: Ports = Field(default=Ports(), description="Engine ports.")
     lock: Lock = Field(default=Lock(), description="Cluster lock settings.")
     preflight: list[PreflightCheck] = Field(default=[], description="Checks before a run.")
+    probes: Probes = Field(
+        default=Probes(), description="Host facts for preflight, host samples around arms."
+    )
     engine: EngineProfile = Field(description="The engine profile (usually `extends: FILE`).")
     nodes: list[Node] = Field(min_length=1, description="The nodes, one rank each.")
     secret_keys: list[str] = Field(
@@ -347,6 +351,12 @@ class Cluster(SpecModel):
         for index, check in enumerate(self.preflight):
             argv = enumerate(check.argv)
             templates.extend((("preflight", index, "argv", i), arg, known) for i, arg in argv)
+        probe_argvs = [("facts", i, f.argv) for i, f in enumerate(self.probes.facts)] + [
+            ("samples", i, s.argv) for i, s in enumerate(self.probes.samples)
+        ]
+        for section, index, argv_ in probe_argvs:
+            where: Loc = ("probes", section, index, "argv")
+            templates.extend(((*where, i), arg, known) for i, arg in enumerate(argv_))
         found = [p for loc, text, keys in templates for p in placeholder_problems(loc, text, keys)]
         for index, check in enumerate(self.preflight):
             try:
