@@ -93,9 +93,12 @@ class HostSampler:
         return found
 
     def __enter__(self) -> HostSampler:
-        self._readings.clear()
+        with self._lock:
+            self._readings.clear()
         self._began = time.monotonic()
         self.round("before")
+        self._stop = threading.Event()  # one sampler serves every arm of a session
+        self._thread = threading.Thread(target=self._watch, name="host-sampler", daemon=True)
         self._thread.start()
         return self
 
