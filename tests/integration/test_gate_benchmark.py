@@ -121,4 +121,11 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
         assert point["previous"] > 0
         assert point["candidate"] > 0
     assert load_session(state, cluster.name) is None  # every arm was stopped
+    # the local cluster's host probes sampled every arm, and none of these ordinary arms crossed
+    # a limit (config/local.yaml leaves a wide margin: docs/host-probes.md)
+    assert _summary(result)["disturbed"] == []
+    for name in ("1-candidate", "2-previous", "3-candidate"):
+        probes = json.loads((out / "arms" / name / "probes.json").read_text())
+        assert {r["phase"] for r in probes["readings"]} >= {"before", "after"}
+        assert probes["crossings"] == []
     assert any("arm 3 (candidate, r2)" in line for line in lines)

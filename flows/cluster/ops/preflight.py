@@ -404,12 +404,19 @@ def run_preflight(
 
 
 def thresholds_for(cluster: Cluster) -> Thresholds:
-    """The built-in limits, with the engine's own memory floor when its profile names one.
+    """The built-in limits, with the engine's own memory floor when its profile names one, and
+    the startup memory guard's threshold when the runtime arms one.
 
     A rank that starts on a node with less memory available than the engine needs dies (OOM,
     or a failed allocation) minutes into its boot; preflight refuses it before anything starts.
+    A node already below its startup memory guard would be refused by the guard at boot (the
+    recipe's memguard), so preflight says so first.
     """
-    needed = cluster.engine.min_free_memory_gib
+    floors = [cluster.engine.min_free_memory_gib]
+    guard = getattr(cluster.runtime, "memory_guard", None)
+    if guard is not None:
+        floors.append(guard.startup_gib)
+    needed = max((floor for floor in floors if floor is not None), default=None)
     if needed is None:
         return Thresholds()
     defaults = Thresholds()

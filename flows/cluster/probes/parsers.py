@@ -102,11 +102,14 @@ def parse_nvidia_smi(output: str) -> Values:
 
 
 def parse_counters(output: str) -> Values:
-    """Counter lines `name: value` (`ethtool -S`) or `dir/name:value` (`grep -H . files`):
-    summed per name, so one counter read on every port of a node is one value."""
+    """Counter lines `name: value` (`ethtool -S`), `dir/name:value` (`grep -H . files`) or
+    `name value` (/proc/vmstat): summed per name, so one counter read on every port of a node
+    is one value."""
     found: dict[str, float] = {}
     for line in output.splitlines():
         key, sep, amount = line.rpartition(":")
+        if not sep:
+            key, sep, amount = line.strip().partition(" ")
         value = number(amount)
         if sep and isinstance(value, float):
             name = key.strip().rsplit("/", 1)[-1]

@@ -259,3 +259,15 @@ def test_a_host_fact_unlike_its_expectation_stops_preflight_naming_node_fact_val
     assert str(stopped.value) == (
         "preflight of local failed: n1: apst primary timeout: is 100, expected at least 2000"
     )
+
+
+def test_a_node_below_its_startup_memory_guard_fails_preflight() -> None:
+    """The recipe's memguard refuses a start below 5 GiB: preflight says so before a boot."""
+    triangle = load_model(ROOT_CONFIG / "examples" / "tp3-triangle.yaml", Cluster)
+    engine = triangle.engine.model_copy(update={"min_free_memory_gib": None})
+    guarded = triangle.model_copy(update={"engine": engine})
+    limits = thresholds_for(guarded)
+    assert limits.memory_error_gib == 5
+    short = evaluate("triangle", [facts(memory_available=4 * GIB)], limits)
+    with pytest.raises(ClusterError, match=r"n0: memory: 4.0 GiB available \(needs 5 GiB\)"):
+        short.raise_for_errors()

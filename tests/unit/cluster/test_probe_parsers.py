@@ -6,7 +6,10 @@ import pytest
 
 from flows.cluster.probes.parsers import derive, parse
 from flows.cluster.probes.rules import Reading, crossings, fact_problem, not_cooled
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
 from flows.spec.probes import HostFact, HostSample, Limit
+from tests.support.paths import ROOT
 
 STAT = "cpu  100 0 50 800 10 0 5 {steal} 0 0\ncpu0 1 2 3 4\nintr 5\n"
 # The release thread's query (`nvidia-smi --query-gpu=... --format=csv`), as a GB10 prints it.
@@ -45,6 +48,7 @@ def test_meminfo_pressure_thermal_nvidia_smi_counters_number_text() -> None:
     assert parse("counters", ethtool) == {"rx_packets": 10.0, "roce_adp_retrans": 3.0}
     grep = "/sys/a/hw_counters/packet_seq_err:2\n/sys/b/hw_counters/packet_seq_err:5\n"
     assert parse("counters", grep) == {"packet_seq_err": 7.0}
+    assert parse("counters", "pswpin 4\npswpout 0\nnr_free_pages 12\n")["pswpin"] == 4.0
     assert parse("number", "65536\n") == {"value": 65536.0}
     assert parse("text", " 7.0.0-1019-nvidia-64k\n") == {"value": "7.0.0-1019-nvidia-64k"}
     with pytest.raises(ValueError, match="no GPU row"):
@@ -94,3 +98,21 @@ def test_a_fact_names_both_values() -> None:
     assert fact_problem(apst, 100.0) == "is 100, expected at least 2000"
     page = HostFact(name="page", argv=["getconf"], parse="number", pattern="^65536$")
     assert fact_problem(page, 4096.0) == "is '4096', expected to match /^65536$/"
+
+
+@pytest.mark.parametrize("name", ["tp3-triangle", "tp4-ring"])
+def test_the_example_clusters_carry_the_recipes_probes(name: str) -> None:
+    """The release thread's values and readings (docs/host-probes.md lists the sources)."""
+    cluster = load_model(ROOT / "config" / "examples" / f"{name}.yaml", Cluster)
+    facts = {fact.name: fact for fact in cluster.probes.facts}
+    assert facts["NVIDIA driver"].expect == "580.178.04"
+    assert facts["NVMe APST primary timeout (ms)"].at_least == 2000
+    assert facts["NVMe APST secondary timeout (ms)"].at_least == 60000
+    samples = {sample.name: sample for sample in cluster.probes.samples}
+    assert samples["gpu"].argv[1] == (
+        "--query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
+    )
+    grown = {limit.value for limit in samples["rdma counters"].limits if limit.max_growth == 0}
+    assert grown == {"roce_adp_retrans", "packet_seq_err", "out_of_sequence"}
+    [memory] = samples["memory"].limits
+    assert (memory.min, memory.cool_min) == (3, 5)  # the running and startup memory guards
