@@ -215,6 +215,11 @@ def test_preflight_finds_flock_on_the_local_head(tmp_path: Path) -> None:
     assert [(r.node, r.status) for r in report.results if r.check == "flock"] == [
         (cluster.head.name, "OK")
     ]
+    # the local cluster's host facts (docs/host-probes.md) hold on this kind of machine
+    for fact in ("page size", "kernel"):
+        assert {(r.node, r.status) for r in report.results if r.check == fact} == {
+            (node.name, "OK") for node in cluster.nodes
+        }
 
 
 def test_the_engine_profile_sets_the_memory_floor_of_a_boot() -> None:
