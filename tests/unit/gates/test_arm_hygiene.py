@@ -23,6 +23,7 @@ from flows.gates.benchmark import runner as benchmark
 from flows.gates.benchmark.hygiene import PROBES_FILE, ArmHygiene, measure_until_clean
 from flows.gates.benchmark.recompute import benchmark_problems
 from flows.gates.benchmark.rules import Focus, Role, arm_folder
+from flows.gates.benchmark.story import disturbed_line
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
@@ -172,3 +173,7 @@ def test_the_gate_re_measures_a_disturbed_arm_and_its_record_says_so(
     assert (out / "arms" / "2-previous-disturbed-1" / PROBES_FILE).is_file()
     assert (out / "arms" / "2-previous" / PROBES_FILE).is_file()
     assert benchmark_problems(out, summary, settings.max_arms) == []
+    assert disturbed_line(summary).startswith(
+        "Measured again (a host crossed a probe limit; kept under arms/): arm 2 (previous, "
+        "2-previous-disturbed-1: local1 throttle value 1 (above max 0) at "
+    )
