@@ -53,12 +53,32 @@ class SshTransport(SpecModel):
 Transport = Annotated[LocalTransport | SshTransport, Field(discriminator="kind")]
 
 
+class MemoryGuard(SpecModel):
+    """Stop a rank whose node runs short of memory, as the recipe's memguard does.
+
+    The recipe arms a startup guard on every node before its container starts and switches to
+    the steady guard once the API is ready; the guard kills the container when MemAvailable
+    falls below its threshold, and refuses to start one below the startup threshold
+    (christopherowen/spark-ds41f scripts/memguard.sh, bin/spark `command_cluster_start`). Its
+    values: startup 5 GiB (the release thread's r6x post: "dgx1's 5 GiB startup memory
+    guard"), steady 3 GiB, checked every 0.25 s and 2 s (config/cluster.json `host`).
+    """
+
+    startup_gib: float = Field(gt=0, description="Startup threshold: refuse or kill below it.")
+    steady_gib: float = Field(gt=0, description="Threshold once the head's API is ready.")
+    startup_interval_s: float = Field(default=0.25, gt=0, description="Check period at startup.")
+    interval_s: float = Field(default=2.0, gt=0, description="Check period once ready.")
+
+
 class ProcessRuntime(SpecModel):
     """Ranks run as plain processes started by the transport."""
 
     kind: Literal["process"] = Field(description="Run ranks as processes.")
     python: str = Field(
         default="python3", description="Interpreter used for {python} (placeholders allowed)."
+    )
+    memory_guard: MemoryGuard | None = Field(
+        default=None, description="Startup and steady memory guards of every rank."
     )
 
 
@@ -83,23 +103,6 @@ class ImageBuilds(SpecModel):
         default="unix:///var/run/docker.sock",
         description="The controller's Docker daemon, for `build.on: controller`.",
     )
-
-
-class MemoryGuard(SpecModel):
-    """Stop a rank whose node runs short of memory, as the recipe's memguard does.
-
-    The recipe arms a startup guard on every node before its container starts and switches to
-    the steady guard once the API is ready; the guard kills the container when MemAvailable
-    falls below its threshold, and refuses to start one below the startup threshold
-    (christopherowen/spark-ds41f scripts/memguard.sh, bin/spark `command_cluster_start`). Its
-    values: startup 5 GiB (the release thread's r6x post: "dgx1's 5 GiB startup memory
-    guard"), steady 3 GiB, checked every 0.25 s and 2 s (config/cluster.json `host`).
-    """
-
-    startup_gib: float = Field(gt=0, description="Startup threshold: refuse or kill below it.")
-    steady_gib: float = Field(gt=0, description="Threshold once the head's API is ready.")
-    startup_interval_s: float = Field(default=0.25, gt=0, description="Check period at startup.")
-    interval_s: float = Field(default=2.0, gt=0, description="Check period once ready.")
 
 
 class DockerRuntime(SpecModel):
