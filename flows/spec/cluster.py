@@ -17,6 +17,7 @@ from pydantic import Field
 
 from flows.spec.base import EnvValue, HostPath, Loc, Problem, SpecContext, SpecModel
 from flows.spec.engine import EngineProfile, placeholder_problems
+from flows.spec.probes import Probes
 from flows.spec.template import NODE_PLACEHOLDERS
 
 SHAPE = re.compile(r"^tp([1-9][0-9]*)-[a-z0-9][a-z0-9-]*$")
@@ -52,12 +53,32 @@ class SshTransport(SpecModel):
 Transport = Annotated[LocalTransport | SshTransport, Field(discriminator="kind")]
 
 
+class MemoryGuard(SpecModel):
+    """Stop a rank whose node runs short of memory, as the recipe's memguard does.
+
+    The recipe arms a startup guard on every node before its container starts and switches to
+    the steady guard once the API is ready; the guard kills the container when MemAvailable
+    falls below its threshold, and refuses to start one below the startup threshold
+    (christopherowen/spark-ds41f scripts/memguard.sh, bin/spark `command_cluster_start`). Its
+    values: startup 5 GiB (the release thread's r6x post: "dgx1's 5 GiB startup memory
+    guard"), steady 3 GiB, checked every 0.25 s and 2 s (config/cluster.json `host`).
+    """
+
+    startup_gib: float = Field(gt=0, description="Startup threshold: refuse or kill below it.")
+    steady_gib: float = Field(gt=0, description="Threshold once the head's API is ready.")
+    startup_interval_s: float = Field(default=0.25, gt=0, description="Check period at startup.")
+    interval_s: float = Field(default=2.0, gt=0, description="Check period once ready.")
+
+
 class ProcessRuntime(SpecModel):
     """Ranks run as plain processes started by the transport."""
 
     kind: Literal["process"] = Field(description="Run ranks as processes.")
     python: str = Field(
         default="python3", description="Interpreter used for {python} (placeholders allowed)."
+    )
+    memory_guard: MemoryGuard | None = Field(
+        default=None, description="Startup and steady memory guards of every rank."
     )
 
 
@@ -82,23 +103,6 @@ class ImageBuilds(SpecModel):
         default="unix:///var/run/docker.sock",
         description="The controller's Docker daemon, for `build.on: controller`.",
     )
-
-
-class MemoryGuard(SpecModel):
-    """Stop a rank whose node runs short of memory, as the recipe's memguard does.
-
-    The recipe arms a startup guard on every node before its container starts and switches to
-    the steady guard once the API is ready; the guard kills the container when MemAvailable
-    falls below its threshold, and refuses to start one below the startup threshold
-    (christopherowen/spark-ds41f scripts/memguard.sh, bin/spark `command_cluster_start`). Its
-    values: startup 5 GiB (the release thread's r6x post: "dgx1's 5 GiB startup memory
-    guard"), steady 3 GiB, checked every 0.25 s and 2 s (config/cluster.json `host`).
-    """
-
-    startup_gib: float = Field(gt=0, description="Startup threshold: refuse or kill below it.")
-    steady_gib: float = Field(gt=0, description="Threshold once the head's API is ready.")
-    startup_interval_s: float = Field(default=0.25, gt=0, description="Check period at startup.")
-    interval_s: float = Field(default=2.0, gt=0, description="Check period once ready.")
 
 
 class DockerRuntime(SpecModel):
@@ -244,6 +248,9 @@ class Cluster(SpecModel):
     ports: Ports = Field(default=Ports(), description="Engine ports.")
     lock: Lock = Field(default=Lock(), description="Cluster lock settings.")
     preflight: list[PreflightCheck] = Field(default=[], description="Checks before a run.")
+    probes: Probes = Field(
+        default=Probes(), description="Host facts for preflight, host samples around arms."
+    )
     engine: EngineProfile = Field(description="The engine profile (usually `extends: FILE`).")
     nodes: list[Node] = Field(min_length=1, description="The nodes, one rank each.")
     secret_keys: list[str] = Field(
@@ -347,6 +354,12 @@ class Cluster(SpecModel):
         for index, check in enumerate(self.preflight):
             argv = enumerate(check.argv)
             templates.extend((("preflight", index, "argv", i), arg, known) for i, arg in argv)
+        probe_argvs = [("facts", i, f.argv) for i, f in enumerate(self.probes.facts)] + [
+            ("samples", i, s.argv) for i, s in enumerate(self.probes.samples)
+        ]
+        for section, index, argv_ in probe_argvs:
+            where: Loc = ("probes", section, index, "argv")
+            templates.extend(((*where, i), arg, known) for i, arg in enumerate(argv_))
         found = [p for loc, text, keys in templates for p in placeholder_problems(loc, text, keys)]
         for index, check in enumerate(self.preflight):
             try:

@@ -76,6 +76,10 @@ def test_a_rank_crashing_mid_boot_is_named_with_evidence_and_nothing_left_runnin
     logs = sorted(path.name for path in evidence.glob("*.log"))
     assert logs == ["local0-rank0.log", "local1-rank1.log"]
     assert (evidence / "local1-rank1.launch.json").is_file()
+    # each node's kernel journal since the start joins the evidence (this VM keeps none: the
+    # file holds journalctl's own words, "-- No entries --")
+    journals = sorted(path.name for path in evidence.glob("*.journal.txt"))
+    assert journals == ["local0-rank0.journal.txt", "local1-rank1.journal.txt"]
     summary = json.loads((evidence / "summary.json").read_text())
     assert "rank 1" in summary["cause"]
     pids = [int(json.loads(p.read_text())["pid"]) for p in evidence.glob("*.inspect.json")]

@@ -20,10 +20,13 @@ from flows.bench.report import read_arm
 from flows.cluster.boot.session import load_session
 from flows.cluster.transport.local import LocalTransport
 from flows.gates.base import GateContext, GateResult, Outcome
+from flows.gates.benchmark.recompute import benchmark_problems
 from flows.gates.benchmark.runner import run_benchmark
+from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.spec.cluster import Cluster
 from flows.spec.gate_policy import ENGINE_LEVEL
 from flows.spec.load import load_model
+from flows.spec.probes import HostSample, Hygiene, Limit, Probes
 from flows.spec.release import BenchmarkGate, Release
 from tests.support.overlays import write_yaml
 from tests.support.paths import ROOT
@@ -121,4 +124,68 @@ def test_r2_against_r1_runs_three_fresh_arms_and_decides_every_point(
         assert point["previous"] > 0
         assert point["candidate"] > 0
     assert load_session(state, cluster.name) is None  # every arm was stopped
+    # the local cluster's host probes sampled every arm, and none of these ordinary arms crossed
+    # a limit (config/local.yaml leaves a wide margin: docs/host-probes.md)
+    assert _summary(result)["disturbed"] == []
+    for name in ("1-candidate", "2-previous", "3-candidate"):
+        probes = json.loads((out / "arms" / name / "probes.json").read_text())
+        assert {r["phase"] for r in probes["readings"]} >= {"before", "after"}
+        assert probes["crossings"] == []
     assert any("arm 3 (candidate, r2)" in line for line in lines)
+
+
+def test_an_arm_during_which_a_probe_crossed_its_limit_is_kept_and_measured_again(
+    local_cluster: Cluster,
+    transports: dict[str, LocalTransport],
+    tmp_path: Path,
+) -> None:
+    """Real arms of the bundled engine; the head's probe reads a sysfs-like file in its workdir
+    (as a board's throttle reasons are read), which this test sets while arm 2 measures."""
+    state = tmp_path / "state"
+    state.mkdir()
+    shared = ROOT / ".sparkgate" / "build-cache"
+    shared.mkdir(parents=True, exist_ok=True)
+    (state / "build-cache").symlink_to(shared, target_is_directory=True)
+    suite = write_yaml(tmp_path / "tiny.yaml", TINY)
+    head = local_cluster.head
+    throttle = Path(head.workdir) / "throttle"
+    throttle.parent.mkdir(parents=True, exist_ok=True)
+    throttle.write_text("0\n")
+    probe = HostSample(
+        name="throttle", argv=["cat", "{workdir}/throttle"], parse="number",
+        limits=[Limit(value="value", max=0, cool_max=0)],
+    )  # fmt: skip
+    probes = Probes(samples=[probe], hygiene=Hygiene(every_s=0.5, cooldown_timeout_s=60))
+    cluster = local_cluster.model_copy(update={"nodes": [head], "probes": probes})
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if line.startswith("arm 2 (previous, r1): ready") and "disturbed" not in " ".join(lines):
+            throttle.write_text("32\n")  # a thermal slowdown while the arm measures ...
+        if line.startswith("cooling down"):
+            throttle.write_text("0\n")  # ... that the next arm's cool-down waits out
+
+    context = GateContext(
+        cluster=cluster, release=load_model(ROOT / "releases/r2.yaml", Release),
+        previous=load_model(ROOT / "releases/r1.yaml", Release), transports=dict(transports),
+        state=state, experiments=tmp_path / "experiments", say=say,
+    )  # fmt: skip
+    settings = BenchmarkGate(suite=str(suite), max_arms=3)
+    out = tmp_path / "bench"
+    result = run_benchmark(context, settings, out)
+    summary = _summary(result)
+    assert [(d["index"], d["role"], d["folder"]) for d in summary["disturbed"]] == [
+        (2, "previous", "2-previous-disturbed-1")
+    ], result.reason
+    assert summary["disturbed"][0]["reasons"][0].startswith(
+        "local0 throttle value 32 (above max 0)"
+    )
+    assert summary["arms"] == ["candidate", "previous", "candidate"]
+    kept = out / "arms" / "2-previous-disturbed-1"
+    assert read_arm(kept).identity["release"] == "r1"  # the disturbed arm's receipts, kept
+    assert json.loads((kept / "probes.json").read_text())["crossings"]
+    again = json.loads((out / "arms" / "2-previous" / "probes.json").read_text())
+    assert again["crossings"] == []
+    assert any("cooling down" in line for line in lines)  # arm 2 again waited for the board
+    assert benchmark_problems(out, result.summary_as(BenchmarkSummary), 3) == []

@@ -400,6 +400,22 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         "needs the triangle; the previous release redeployed by a rollback (here the automatic "
         f"one), and rollback --by in {PROMOTE_CLI}",
     ),
+    # docs/host-probes.md
+    "sparkgate doctor --cluster local": Elsewhere(
+        "tests/unit/cluster/test_preflight.py::test_preflight_finds_flock_on_the_local_head",
+        "run_preflight() on config/local.yaml with private workdirs (its ports may be taken by "
+        "another run here): its host facts read OK",
+    ),
+    "sparkgate validate config/examples/tp3-triangle.yaml config/examples/tp4-ring.yaml": Here(
+        says="config/examples/tp4-ring.yaml: ok (cluster)"
+    ),
+    "pytest tests/unit/gates/test_arm_hygiene.py tests/unit/cluster/test_preflight.py -q": (
+        Elsewhere(
+            "tests/unit/gates/test_arm_hygiene.py::"
+            "test_a_limit_crossed_during_an_arm_marks_it_keeps_it_and_measures_it_again",
+            "both files run in every unit run",
+        )
+    ),
     # docs/peer-check.md
     "python -m flows.research.peer --setup": NotRun(
         "downloads torch and guidellm into .sparkgate/peer-venv; test_peer_live uses that venv"

@@ -1,8 +1,10 @@
 """Keep the evidence of a failed boot or stage before anything is torn down.
 
 For every node: the rank's full log, what the runtime knows of it (status, exit code, OOM,
-process table or `docker inspect`), the rendered launch plan and the cache listing, written to
-one folder per attempt. The caller attaches the folder to the record; the message of the error
+process table or `docker inspect`), the rendered launch plan, the cache listing and the node's
+kernel journal since the start (`journalctl -k --since`: an Xid or an OOM kill is there, not in
+the rank's log; the release thread reads it after every failed start), written to one folder per
+attempt. The caller attaches the folder to the record; the message of the error
 names it, so an operator finds it from the terminal.
 
 Evidence is attached to records, which are committed: every file is written redacted (the plan
@@ -55,6 +57,7 @@ def capture(
     for handle in handles:
         stem = folder / f"{handle.node}-rank{handle.rank}"
         nodes[handle.node] = found.json(_capture_rank(stem, runtime, handle, found))
+        nodes[handle.node] |= _journal(stem, transports.get(handle.node), handle, found)
     plans = [handle.plan for handle in handles]
     try:
         sizes = [size.model_dump() for size in cache_sizes(transports, plans)]
@@ -64,6 +67,32 @@ def capture(
     summary["nodes"] = nodes
     (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return folder
+
+
+def journal_argv(since: datetime) -> list[str]:
+    """The node's kernel journal since `since` (whole seconds, so nothing at the start is lost)."""
+    return [
+        "journalctl",
+        "-k",
+        "--no-pager",
+        "-o",
+        "short-iso",
+        f"--since=@{int(since.timestamp())}",
+    ]
+
+
+def _journal(
+    stem: Path, transport: Transport | None, handle: RankHandle, found: Secrets
+) -> dict[str, Any]:
+    """Write the node's kernel journal lines since the rank started; what went wrong, if any."""
+    if transport is None:
+        return {"journal_error": "no transport to the node"}
+    try:
+        done = transport.run(journal_argv(handle.started_at), timeout=30)
+    except Exception as error:  # noqa: BLE001 - evidence must be written whatever fails
+        return {"journal_error": str(error)}
+    stem.with_suffix(".journal.txt").write_text(found.text(done.stdout + done.stderr))
+    return {} if done.ok else {"journal_error": f"journalctl exited {done.rc}"}
 
 
 def _capture_rank(

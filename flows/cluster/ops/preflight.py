@@ -3,8 +3,8 @@
 Two halves, kept apart so the rules can be tested without machines: `collect_facts` asks each
 node (in parallel, through its transport) for raw facts - reachable, disk, memory, listening
 ports and `flock` on the head (the cluster lock needs it), Python or Docker version, clock, the
-cluster file's own checks - and `evaluate` turns facts into OK / WARN / ERROR lines. ERROR fails
-the preflight; WARN is shown and never does.
+cluster file's own checks, its host facts (`probes.facts`) - and `evaluate` turns facts into
+OK / WARN / ERROR lines. ERROR fails the preflight; WARN is shown and never does.
 """
 
 from __future__ import annotations
@@ -19,10 +19,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.ops.lock import FLOCK_MISSING, has_flock
+from flows.cluster.probes.parsers import Value
+from flows.cluster.probes.rules import fact_problem
+from flows.cluster.probes.sampler import read_values
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError, HostKeyError, TransportError
 from flows.spec.cluster import Cluster, Node, PreflightCheck
+from flows.spec.probes import HostFact
 from flows.spec.template import fill
 
 Status = Literal["OK", "WARN", "ERROR"]
@@ -63,6 +67,16 @@ class CustomOutcome(BaseModel):
     error: str | None = None
 
 
+class FactOutcome(BaseModel):
+    """One declared host fact as read on a node (value None: it could not be read)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fact: HostFact
+    value: Value | None = None
+    error: str | None = None
+
+
 class NodeFacts(BaseModel):
     """Raw facts from one node; None means "not collected" (unreachable or not applicable)."""
 
@@ -85,6 +99,7 @@ class NodeFacts(BaseModel):
     clock_offset_s: float | None = None
     clock_uncertainty_s: float | None = None
     custom: list[CustomOutcome] = Field(default_factory=list)
+    host_facts: list[FactOutcome] = Field(default_factory=list)
 
 
 class CheckResult(BaseModel):
@@ -197,6 +212,7 @@ def _evaluate_node(facts: NodeFacts, limits: Thresholds) -> list[CheckResult]:
         found.append(line("flock", "ERROR" if missing else "OK", detail))
     found.extend(_runtime_lines(facts, limits, line))
     found.extend(_custom_lines(facts, line))
+    found.extend(_fact_lines(facts, line))
     return found
 
 
@@ -233,6 +249,20 @@ def _custom_lines(facts: NodeFacts, line: Line) -> list[CheckResult]:
             found.append(line(outcome.name, outcome.severity, detail))
         else:
             found.append(line(outcome.name, "OK", last[0][:80]))
+    return found
+
+
+def _fact_lines(facts: NodeFacts, line: Line) -> list[CheckResult]:
+    """A host fact that differs from its expectation names the fact and both values."""
+    found: list[CheckResult] = []
+    for outcome in facts.host_facts:
+        fact = outcome.fact
+        problem = outcome.error or fact_problem(fact, outcome.value)
+        if problem is not None:
+            found.append(line(fact.name, fact.severity, problem))
+        else:
+            shown = outcome.value if isinstance(outcome.value, str) else f"{outcome.value:g}"
+            found.append(line(fact.name, "OK", shown[:80]))
     return found
 
 
@@ -310,6 +340,19 @@ def _custom(transport: Transport, check: PreflightCheck, values: dict[str, str])
     return CustomOutcome(**base, rc=done.rc, output=done.stdout + done.stderr)
 
 
+def _host_fact(transport: Transport, fact: HostFact, values: dict[str, str]) -> FactOutcome:
+    try:
+        argv = [fill(arg, values) for arg in fact.argv]
+    except KeyError as missing:
+        return FactOutcome(
+            fact=fact, error=f"uses {{{missing.args[0]}}}, which preflight cannot fill"
+        )
+    found, error = read_values(transport, argv, fact.parse, fact.timeout_s)
+    if error is not None:
+        return FactOutcome(fact=fact, error=error)
+    return FactOutcome(fact=fact, value=found.get(fact.value))
+
+
 def collect_node(cluster: Cluster, node: Node, transport: Transport) -> NodeFacts:
     """Ask one node for every fact; an unreachable node yields facts that say why."""
     values = node_values(cluster, node)
@@ -343,6 +386,7 @@ def collect_node(cluster: Cluster, node: Node, transport: Transport) -> NodeFact
     facts |= runtime_for(cluster, {node.name: transport}).node_facts(node, values)
     facts["clock_offset_s"], facts["clock_uncertainty_s"] = _clock(transport)
     facts["custom"] = [_custom(transport, check, values) for check in cluster.preflight]
+    facts["host_facts"] = [_host_fact(transport, fact, values) for fact in cluster.probes.facts]
     return NodeFacts.model_validate(facts)
 
 
@@ -360,12 +404,19 @@ def run_preflight(
 
 
 def thresholds_for(cluster: Cluster) -> Thresholds:
-    """The built-in limits, with the engine's own memory floor when its profile names one.
+    """The built-in limits, with the engine's own memory floor when its profile names one, and
+    the startup memory guard's threshold when the runtime arms one.
 
     A rank that starts on a node with less memory available than the engine needs dies (OOM,
     or a failed allocation) minutes into its boot; preflight refuses it before anything starts.
+    A node already below its startup memory guard would be refused by the guard at boot (the
+    recipe's memguard), so preflight says so first.
     """
-    needed = cluster.engine.min_free_memory_gib
+    floors = [cluster.engine.min_free_memory_gib]
+    guard = getattr(cluster.runtime, "memory_guard", None)
+    if guard is not None:
+        floors.append(guard.startup_gib)
+    needed = max((floor for floor in floors if floor is not None), default=None)
     if needed is None:
         return Thresholds()
     defaults = Thresholds()

@@ -13,9 +13,10 @@ same guard here, checked through the node's transport.
 from __future__ import annotations
 
 import threading
+import urllib.request
 from collections.abc import Callable
 
-from flows.errors import TransportError
+from flows.errors import BootError, TransportError
 from flows.spec.cluster import MemoryGuard
 
 GIB_KIB = 1024 * 1024
@@ -40,6 +41,24 @@ def shortfall(available_kib: int | None, threshold_gib: float, phase: str) -> st
             f"of {threshold_gib:g} GiB"
         )
     return None
+
+
+def refuse_below_startup(meminfo: str, settings: MemoryGuard, node: str, rank: int) -> None:
+    """BootError when the node is already below the startup memory guard (nothing starts)."""
+    reason = shortfall(mem_available_kib(meminfo), settings.startup_gib, "startup")
+    if reason is not None:
+        raise BootError(f"node {node}: refusing to start rank {rank}: {reason}")
+
+
+def answers(url: str | None) -> bool:
+    """Whether the head's API answers at its readiness URL (the guards turn steady then)."""
+    if url is None:
+        return False
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 - the cluster's URL
+            return bool(answer.status == 200)
+    except (OSError, ValueError):
+        return False
 
 
 class RankGuard:

@@ -23,12 +23,13 @@ from typing import Any, Literal
 from flows.cluster.boot.caches import CacheTarget, empty_caches
 from flows.cluster.build.wheel import ProcessBuild, build_release, install_everywhere
 from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
+from flows.cluster.runtime.memory_guard import RankGuard, answers, refuse_below_startup
 from flows.cluster.runtime.pytest_host import ProcessTestHost, ship_tree, tree_files
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError, TransportError
 from flows.lines import LineSink
 from flows.secrets import explicit_env, resolve_env
-from flows.spec.cluster import Cluster, Node
+from flows.spec.cluster import Cluster, MemoryGuard, Node
 from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
 
@@ -57,6 +58,8 @@ class ProcessRuntime:
         self._cluster = cluster
         self._state = state
         self._release = release
+        self._guards: dict[int, RankGuard] = {}
+        self._ready_url: str | None = None
 
     # -- the build and what is done with it ------------------------------------------------------
 
@@ -150,7 +153,14 @@ class ProcessRuntime:
         wrapper = _EXIT_WRAPPER.replace("{env}", explicit_env(plan.env))
         argv = ["sh", "-c", wrapper, exit_path, *plan.argv]
         env = resolve_env(plan.env)
-        pid = self._node(plan.node).start(argv, stdout_path=log_path, env=env, cwd=plan.cwd)
+        guard = self._memory_guard()
+        transport = self._node(plan.node)
+        if guard is not None:
+            meminfo = transport.run(["cat", "/proc/meminfo"], timeout=30, check=True).stdout
+            refuse_below_startup(meminfo, guard, plan.node, plan.rank)
+        pid = transport.start(argv, stdout_path=log_path, env=env, cwd=plan.cwd)
+        if guard is not None:
+            self._guard(plan, pid, guard)
         return RankHandle.started(
             "process", plan, started, pid=pid, log_path=log_path, exit_path=exit_path
         )
@@ -165,7 +175,9 @@ class ProcessRuntime:
             result = transport.run(["cat", "--", handle.exit_path], timeout=30)
             text = result.stdout.strip()
             code = int(text) if result.ok and text.lstrip("-").isdigit() else None
-        return RankStatus(running=False, exit_code=code)
+        guard = self._guards.get(handle.pid or -1)
+        detail = guard.tripped if guard is not None and guard.tripped else ""
+        return RankStatus(running=False, exit_code=code, detail=detail)
 
     def read_log(self, handle: RankHandle, offset: int = 0) -> str:
         """Bytes from `offset` on of the rank's log file."""
@@ -181,6 +193,9 @@ class ProcessRuntime:
         transport = self._node(handle.node)
         if handle.pid is None:
             return self.status(handle)
+        guard = self._guards.get(handle.pid)
+        if guard is not None:
+            guard.stop()
         transport.kill(handle.pid, signal.Signals[handle.plan.stop_signal])
         deadline = time.monotonic() + handle.plan.stop_grace_s
         while time.monotonic() < deadline and transport.is_alive(handle.pid):
@@ -203,6 +218,25 @@ class ProcessRuntime:
             "processes": listing,
             "log_path": handle.log_path,
         }
+
+    def _memory_guard(self) -> MemoryGuard | None:
+        runtime = self._cluster.runtime if self._cluster is not None else None
+        return getattr(runtime, "memory_guard", None)
+
+    def _guard(self, plan: LaunchPlan, pid: int, settings: MemoryGuard) -> None:
+        """Watch the rank's node memory until it is stopped; SIGKILL its group when short."""
+        if plan.head and plan.ready_url:
+            self._ready_url = plan.ready_url
+        transport = self._node(plan.node)
+
+        def read() -> str:
+            return transport.run(["cat", "/proc/meminfo"], timeout=10, check=True).stdout
+
+        def kill() -> None:
+            transport.kill(pid, signal.SIGKILL)
+
+        ready = lambda: answers(self._ready_url)  # noqa: E731 - read when checked
+        self._guards[pid] = RankGuard(settings, read=read, kill=kill, ready=ready).start()
 
     def _node(self, name: str) -> Transport:
         try:

@@ -212,3 +212,12 @@ def reason_for(session: Session, tolerance_pct: float, max_arms: int) -> str:
 def arm_folder(out_dir: Path, index: int, role: Role) -> Path:
     """Where one arm's raw receipts go."""
     return out_dir / "arms" / f"{index}-{role}"
+
+
+def disturbed_folder(out_dir: Path, index: int, role: Role) -> Path:
+    """Where a disturbed arm is kept as evidence: the first free `<i>-<role>-disturbed-<k>`."""
+    base = arm_folder(out_dir, index, role)
+    attempt = 1
+    while (found := base.with_name(f"{base.name}-disturbed-{attempt}")).exists():
+        attempt += 1
+    return found

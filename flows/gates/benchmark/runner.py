@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
+from flows.gates.benchmark.hygiene import ArmHygiene, measure_until_clean
 from flows.gates.benchmark.plan import plan_steps
 from flows.gates.benchmark.resolution import cluster_resolution, resolution_lines
 from flows.gates.benchmark.rules import (
@@ -108,8 +110,10 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
     index: int,
     role: Role,
     focus: Focus = None,
+    hygiene: ArmHygiene | None = None,
 ) -> ArmReport:
-    """Boot the arm's release fresh, run the suite (or its `focus`) on it, write arm.json."""
+    """Boot the arm's release fresh, run the suite (or its `focus`) on it, write arm.json; with
+    `hygiene`, on cooled-down nodes, sampled while the suite runs (probes.json beside it)."""
     suite = focused(suite, focus)
     release: Release | None = context.release if role == "candidate" else context.previous
     if release is None:
@@ -120,14 +124,17 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
         say(f"arm {index} ({role}, {release.name}): measured by the interrupted run, kept")
         return finished
     _stop_running(context)
+    if hygiene is not None:
+        hygiene.cool_down()
     say(f"arm {index} ({role}, {release.name}): booting")
     started = start_release(context.cluster, release, context.transports, context.state, say=say)
     try:
         say(f"arm {index} ({role}, {release.name}): ready in {started.wall_s:.1f}s, measuring")
-        report = run_arm(
-            _endpoint(context), suite, label=f"{index}-{role}", say=say,
-            on_sample=lambda done, total: context.advance(f"arm {index} samples", done, total),
-        )  # fmt: skip
+        with hygiene.watch() if hygiene is not None else nullcontext():
+            report = run_arm(
+                _endpoint(context), suite, label=f"{index}-{role}", say=say,
+                on_sample=lambda done, total: context.advance(f"arm {index} samples", done, total),
+            )  # fmt: skip
     finally:
         stop_session(context.cluster, started.session, context.transports, context.state)
     report = report.model_copy(
@@ -142,6 +149,8 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
         }
     )
     write_arm(report, arm_folder(out_dir, index, role))
+    if hygiene is not None:
+        hygiene.keep(arm_folder(out_dir, index, role))
     return report
 
 
@@ -203,14 +212,22 @@ class BenchmarkRunner:
 
         if inputs is not None and inputs.sessions:  # verify recomputes from the very ledger
             files.write_text(LEDGER_FILE, inputs.model_dump_json(indent=1) + "\n")
+        hygiene = ArmHygiene(context.cluster, context.transports, context.say)
+
+        def in_time() -> bool:
+            return time.monotonic() - began < settings.timeout_s
+
         try:
             session = run_session(
                 settings.arms, settings.max_arms,
-                lambda index, role, focus: measure_arm(
-                    context, suite, out_dir, index, role, focus
+                lambda index, role, focus: measure_until_clean(
+                    lambda: measure_arm(
+                        context, suite, out_dir, index, role, focus, hygiene=hygiene
+                    ),
+                    hygiene, out_dir, index, role, in_time,
                 ),
                 compare,
-                may_add=lambda: time.monotonic() - began < settings.timeout_s,
+                may_add=in_time,
                 on_compare=on_compare,
             )  # fmt: skip
         except BootError:
@@ -236,6 +253,7 @@ class BenchmarkRunner:
             tolerances=settings.tolerances,
             points=points_summary(session),
             kv_capacity_tokens=kv_capacity_by_role(session),
+            disturbed=hygiene.disturbed,
         )
         # a pass says what the board, records and artifact say (the one headline); a failure
         # says why, naming the rows that decided

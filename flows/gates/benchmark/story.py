@@ -119,6 +119,18 @@ def kv_capacity_line(capacity: Mapping[str, float]) -> str:
     return text + "."
 
 
+def disturbed_line(summary: BenchmarkSummary) -> str:
+    """e.g. `Measured again (a host crossed a probe limit; kept under arms/): arm 2 (previous,
+    2-previous-disturbed-1: local1 gpu temperature.gpu 91 (above max 85) at 40s).`"""
+    parts = [
+        f"arm {arm.index} ({arm.role}, {arm.folder}: {'; '.join(arm.reasons)})"
+        for arm in summary.disturbed
+    ]
+    return (
+        "Measured again (a host crossed a probe limit; kept under arms/): " + ", ".join(parts) + "."
+    )
+
+
 _COUNT_ORDER = ("slower", "inconclusive", "faster", "level")
 
 
@@ -231,6 +243,8 @@ def section(summary: BenchmarkSummary, record: RecordView) -> list[str]:
     ]
     if summary.kv_capacity_tokens:
         lines += ["", kv_capacity_line(summary.kv_capacity_tokens)]
+    if summary.disturbed:
+        lines += ["", disturbed_line(summary)]
     return lines + plot_link(record, "benchmark")
 
 

@@ -31,6 +31,18 @@ class PointRow(BaseModel):
     """The tolerance this row's verdict used (a metric's or a workload's own); None: the gate's."""
 
 
+class DisturbedArm(BaseModel):
+    """An arm during which a host crossed a declared limit: kept as evidence, measured again."""
+
+    model_config = _FROZEN
+
+    index: int
+    role: Literal["candidate", "previous"]
+    folder: str
+    """Where its receipts and readings are kept, under `arms/`."""
+    reasons: list[str]
+
+
 class BenchmarkSummary(BaseModel):
     """What the record renders of the benchmark gate (and `verify` compares again)."""
 
@@ -51,6 +63,8 @@ class BenchmarkSummary(BaseModel):
     points: list[PointRow] = []
     kv_capacity_tokens: dict[str, float] = {}
     """KV cache capacity (tokens) per role where the engine exports it; reported, never gated."""
+    disturbed: list[DisturbedArm] = []
+    """Arms measured again because a host probe crossed its limit (not counted in `arms`)."""
 
     def policy(self) -> GatePolicy:
         """The gate policy the session used (None: the engine-level default), to recompute it."""

@@ -25,6 +25,8 @@ from flows.cluster.transport import LocalTransport
 from flows.errors import ClusterError
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
+from tests.support.net import free_port
+from tests.support.overlays import overlay
 
 ENGINE = Path(__file__).resolve().parents[3] / "config" / "engines" / "sparkengine.yaml"
 ROOT_CONFIG = Path(__file__).resolve().parents[3] / "config"
@@ -214,6 +216,11 @@ def test_preflight_finds_flock_on_the_local_head(tmp_path: Path) -> None:
     assert [(r.node, r.status) for r in report.results if r.check == "flock"] == [
         (cluster.head.name, "OK")
     ]
+    # the local cluster's host facts (docs/host-probes.md) hold on this kind of machine
+    for fact in ("page size", "kernel"):
+        assert {(r.node, r.status) for r in report.results if r.check == fact} == {
+            (node.name, "OK") for node in cluster.nodes
+        }
 
 
 def test_the_engine_profile_sets_the_memory_floor_of_a_boot() -> None:
@@ -227,3 +234,47 @@ def test_the_engine_profile_sets_the_memory_floor_of_a_boot() -> None:
     assert evaluate("ring", [facts(memory_available=119 * GIB)], limits).ok
     local = load_model(ROOT_CONFIG / "local.yaml", Cluster)
     assert thresholds_for(local) == Thresholds()  # the bundled engine names no floor
+
+
+def test_a_host_fact_unlike_its_expectation_stops_preflight_naming_node_fact_values(
+    tmp_path: Path,
+) -> None:
+    """A sysfs-like file in each node's workdir stands for a host setting (the recipe's APST
+    timeout); on one node it differs, and preflight stops with that node, fact and both values."""
+    nodes = []
+    for index, value in enumerate(("2000", "100")):
+        workdir = tmp_path / f"n{index}"
+        workdir.mkdir()
+        (workdir / "apst_primary_timeout_ms").write_text(value + "\n")
+        nodes.append({"name": f"n{index}", "rank": index, "head": index == 0,
+                      "address": "127.0.0.1", "workdir": str(workdir)})  # fmt: skip
+    fact = {"name": "apst primary timeout", "argv": ["cat", "{workdir}/apst_primary_timeout_ms"],
+            "parse": "number", "at_least": 2000}  # fmt: skip
+    text = {"name": "apst as text", "argv": ["cat", "{workdir}/apst_primary_timeout_ms"],
+            "expect": "2000", "severity": "WARN"}  # fmt: skip
+    ports = {"api": free_port(), "rendezvous": free_port()}  # another run may hold the shipped
+    path = overlay(tmp_path / "cluster.yaml", "config/local.yaml", nodes=nodes, ports=ports,
+                   probes={"facts": [fact, text]})  # fmt: skip
+    cluster = load_model(path, Cluster)
+    report = run_preflight(cluster, lambda node: LocalTransport(node.name))
+    lines = {(r.node, r.check): (r.status, r.detail) for r in report.results}
+    assert lines["n0", "apst primary timeout"] == ("OK", "2000")
+    assert lines["n1", "apst primary timeout"] == ("ERROR", "is 100, expected at least 2000")
+    assert lines["n1", "apst as text"] == ("WARN", "is '100', expected '2000'")
+    with pytest.raises(ClusterError) as stopped:
+        report.raise_for_errors()
+    assert str(stopped.value) == (
+        "preflight of local failed: n1: apst primary timeout: is 100, expected at least 2000"
+    ), "only the fact fails (unless a free port was taken in between)"
+
+
+def test_a_node_below_its_startup_memory_guard_fails_preflight() -> None:
+    """The recipe's memguard refuses a start below 5 GiB: preflight says so before a boot."""
+    triangle = load_model(ROOT_CONFIG / "examples" / "tp3-triangle.yaml", Cluster)
+    engine = triangle.engine.model_copy(update={"min_free_memory_gib": None})
+    guarded = triangle.model_copy(update={"engine": engine})
+    limits = thresholds_for(guarded)
+    assert limits.memory_error_gib == 5
+    short = evaluate("triangle", [facts(memory_available=4 * GIB)], limits)
+    with pytest.raises(ClusterError, match=r"n0: memory: 4.0 GiB available \(needs 5 GiB\)"):
+        short.raise_for_errors()

@@ -4,6 +4,7 @@ the release tests' host (ship the built tree, list it, run pytest, keep the raw 
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.runtime.pytest_host import TREE_MARKER, ship_tree
 from flows.cluster.transport.local import LocalTransport
-from flows.errors import BuildError, ClusterError
+from flows.errors import BootError, BuildError, ClusterError
 from flows.lines import silent
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
@@ -159,3 +160,32 @@ def test_release_tests_need_the_build_on_the_node(cluster: Cluster, release: Rel
     installed = _installed(cluster).model_copy(update={"nodes": []})
     with pytest.raises(ClusterError, match="not installed"):
         _runtime(cluster, release).release_tests("local0", installed, silent)
+
+
+def test_a_rank_is_not_started_below_the_startup_memory_guard_and_runs_guarded_above_it(
+    cluster: Cluster, release: Release
+) -> None:
+    """The recipe's memguard on the process runtime: a start below the startup threshold is
+    refused on that node with the reading; above it the rank runs with its guard, which stops
+    with the rank."""
+    guard = {"startup_gib": 1e6, "steady_gib": 1e6, "startup_interval_s": 0.1}
+    runtime_spec = cluster.runtime.model_dump() | {"memory_guard": guard}
+    refused = Cluster.model_validate(cluster.model_dump() | {"runtime": runtime_spec})
+    plan = render_all(refused, release)[0].model_copy(update={"argv": ["sleep", "30"]})
+    runtime = _runtime(refused)
+    runtime.prepare(plan)
+    with pytest.raises(BootError, match=r"node local0: refusing to start rank 0: MemAvailable "
+                       r"[\d.]+ GiB is below the startup memory guard of 1e\+06 GiB"):  # fmt: skip
+        runtime.start(plan)
+    guard |= {"startup_gib": 0.001, "steady_gib": 0.001}
+    runtime_spec = cluster.runtime.model_dump() | {"memory_guard": guard}
+    guarded = Cluster.model_validate(cluster.model_dump() | {"runtime": runtime_spec})
+    runtime = _runtime(guarded)
+    handle = runtime.start(plan)
+    try:
+        threading.Event().wait(0.5)  # the guard checks several times
+        assert runtime.status(handle).running
+    finally:
+        ended = runtime.stop(handle)
+    assert not ended.running
+    assert ended.detail == ""  # stopped on purpose, not by the guard

@@ -173,8 +173,9 @@ def test_run_benchmark_writes_arms_compare_and_summary(
         index: int,
         role: Role,
         focus: Focus = None,
+        hygiene: object = None,
     ) -> ArmReport:
-        del context, suite
+        del context, suite, hygiene
         report = bench.measure(index, role, focus)
         folder = benchmark.arm_folder(out_dir, index, role)
         folder.mkdir(parents=True)
@@ -217,9 +218,9 @@ def test_the_gate_keeps_the_ledger_it_drew_on_and_verify_recomputes_with_it(
 
     def fake_measure(
         context: GateContext, suite: object, out_dir: Path, index: int, role: Role,
-        focus: Focus = None,
+        focus: Focus = None, hygiene: object = None,
     ) -> ArmReport:  # fmt: skip
-        del context, suite
+        del context, suite, hygiene
         report = bench.measure(index, role, focus)
         write_arm(report, benchmark.arm_folder(out_dir, index, role))
         return report
