@@ -30,6 +30,8 @@ from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
 from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_TPOT
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
+from flows.bench.session_file import Session, read_session
+from flows.bench.session_replay import replay, salt_for, session_metrics, turn_numbers
 from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
@@ -40,6 +42,7 @@ from flows.spec.suite import (
     Poisson,
     Prefill,
     Prefix,
+    SessionReplay,
     SingleStream,
     StepGrid,
     Suite,
@@ -297,6 +300,24 @@ def _prefix(ctx: ArmContext, w: Prefix) -> SampleFn:
     return run
 
 
+def _session(ctx: ArmContext, w: SessionReplay, session: Session) -> SampleFn:
+    def run(key: str) -> Measured:
+        results = replay(
+            session,
+            send=lambda spec: ctx.send([Scheduled(spec=spec)])[0],
+            scrape=lambda: ctx.endpoint.wait_idle(ctx.suite.idle.timeout_s),
+            model=ctx.model,
+            pace=w.pace,
+            max_gap_s=w.max_gap_s,
+            salt=salt_for(ctx.prompts.nonce, key),  # a cold start, same length in every arm
+            turns=w.turns,
+            default_tokens=w.max_tokens,
+        )
+        return session_metrics([turn_numbers(r) for r in results]), [r.receipt for r in results]
+
+    return run
+
+
 def plan(ctx: ArmContext) -> Planned:
     """(workload kind, workload name, [(point name, sample function)]) in suite order."""
     out: Planned = []
@@ -315,6 +336,8 @@ def plan(ctx: ArmContext) -> Planned:
                 points = [(f"{w.name}/grid", _step(ctx, w))]
             case Prefix():
                 points = [(f"{w.name}/{w.prompt_tokens}", _prefix(ctx, w))]
+            case SessionReplay():
+                points = [(f"{w.name}/{w.file.stem}", _session(ctx, w, read_session(w.file)))]
         out.append((w.kind, w.name, points))
     return out
 
