@@ -16,11 +16,17 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _engine_share(t: TurnNumbers) -> str:
+    if t.engine_queries is None or t.engine_hits is None or not t.engine_queries:
+        return "-"
+    return f"{100 * t.engine_hits / t.engine_queries:.1f}"
+
+
 def turn_table(turns: Sequence[TurnNumbers], title: str) -> Table:
     """Per turn: prompt and cached tokens, TTFT (= prefill time), prefill and decode speed."""
     table = Table(title=title)
     columns = ("turn", "prompt", "cached", "cached %", "TTFT s", "prefill tok/s", "decode tok/s")
-    for name in (*columns, "accept len", "ok"):
+    for name in (*columns, "engine %", "accept len", "ok"):
         table.add_column(name, justify="right")
     for t in turns:
         share = t.cached_tokens / t.prompt_tokens if t.prompt_tokens and t.cached_tokens else 0.0
@@ -32,6 +38,7 @@ def turn_table(turns: Sequence[TurnNumbers], title: str) -> Table:
             _num(t.ttft_s, ".3f"),
             _num(t.prefill_tps, ".0f"),
             _num(t.decode_tps, ".1f"),
+            _engine_share(t),
             _num(t.draft_acceptance_len, ".2f"),
             "yes" if t.ok else "FAILED",
         )
