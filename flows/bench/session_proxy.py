@@ -26,7 +26,7 @@ from pydantic import JsonValue
 
 from flows.bench.session_file import SessionHeader, Turn, append_line, header_line, turn_line
 from flows.engine_api.sse import SseDecoder
-from flows.errors import BenchError
+from flows.errors import BenchError, SpecError
 from flows.lines import LineSink, silent
 from flows.secrets import REDACTED, SECRET_HEADERS, Secrets, credential
 
@@ -218,6 +218,8 @@ def make_app(recorder: Recorder) -> web.Application:
                         async for data in reply.content.iter_any():
                             exchange.feed(recorder.clock(), data)
                             await response.write(data)
+                    except (aiohttp.ClientError, TimeoutError):
+                        pass  # the upstream broke off: the client sees the stream end early
                     finally:  # on disk before the client sees the end (or the client left)
                         _maybe_record(recorder, incoming, exchange, status)
                     await response.write_eof()
@@ -282,8 +284,8 @@ def record_session(
     """Record a session into a new file `out`; the number of turns recorded.
 
     Raises:
-        BenchError: when `out` exists (a session is never appended to another) or the port
-            cannot be bound.
+        SpecError: when `out` exists (a session is never appended to another).
+        BenchError: when the port cannot be bound.
     """
     if not upstream.startswith(("http://", "https://")):
         raise BenchError(f"{upstream}: not an http(s) URL")
@@ -291,11 +293,17 @@ def record_session(
     try:
         stream = out.open("x")
     except FileExistsError:
-        raise BenchError(f"{out}: exists; a session is recorded into a new file") from None
+        message = "exists; a session is recorded into a new file"
+        raise SpecError(message, file=out, key="--out", expected="a path not yet taken") from None
     with stream:
 
         async def main() -> int:
             recorder = Recorder(upstream, stream, secrets, stop_after=stop_after, say=say)
             return await serve(recorder, host, port, note=note)
 
-        return asyncio.run(main())
+        try:
+            return asyncio.run(main())
+        except BenchError:
+            if out.stat().st_size == 0:  # nothing recorded (the port was taken): no file left
+                out.unlink()
+            raise

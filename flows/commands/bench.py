@@ -312,7 +312,7 @@ def replay_command(  # noqa: PLR0917 - typer maps parameters to options
     from flows.bench.session_replay import replay, salt_for, turn_numbers  # noqa: PLC0415
 
     if pace not in ("back_to_back", "recorded"):
-        raise SpecError(f"--pace {pace!r}", key="pace", expected="back_to_back or recorded")
+        raise SpecError(f"unknown pace {pace!r}", key="--pace", expected="back_to_back or recorded")
     recorded = read_session(session)
     endpoint = _endpoint(url, engine, api_key)
     model = next(iter(endpoint.models()), None)

@@ -162,3 +162,10 @@ def test_cached_shares_from_usage_and_from_the_engine_counters() -> None:
     assert metrics["engine_cached_share"] == pytest.approx(0.24)
     assert metrics["cached_tokens@t01"] == 96
     assert metrics["prompt_tokens@t00"] == 100
+
+
+def test_record_into_an_existing_file_and_an_unknown_pace_exit_2(tmp_path: Path) -> None:
+    taken = _file(tmp_path, [_turn(0)])
+    assert main(["bench", "record", "http://127.0.0.1:9", "--out", str(taken)]) == 2
+    assert main(["bench", "replay", "http://127.0.0.1:9", str(taken), "--pace", "fast"]) == 2
+    assert read_session(taken).turns == [_turn(0)]  # untouched
