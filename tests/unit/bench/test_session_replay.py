@@ -169,3 +169,25 @@ def test_record_into_an_existing_file_and_an_unknown_pace_exit_2(tmp_path: Path)
     assert main(["bench", "record", "http://127.0.0.1:9", "--out", str(taken)]) == 2
     assert main(["bench", "replay", "http://127.0.0.1:9", str(taken), "--pace", "fast"]) == 2
     assert read_session(taken).turns == [_turn(0)]  # untouched
+
+
+def test_a_turn_reports_draft_acceptance_where_the_engine_counts_drafts() -> None:
+    result = _result(0, prompt=100, cached=0, hits=0, queries=100)
+    counters = {"spec_drafts": 10.0, "spec_accepted_tokens": 5.0}
+    grown = {"spec_drafts": 30.0, "spec_accepted_tokens": 35.0}
+    drafting = result.model_copy(
+        update={"before": result.before | counters, "after": result.after | grown}
+    )
+    assert turn_numbers(drafting).draft_acceptance_len == pytest.approx(1 + 30 / 20)
+
+
+def test_an_engine_profile_names_the_prefix_cache_and_draft_counters_a_replay_reads() -> None:
+    from flows.commands.bench import _endpoint  # noqa: PLC0415 - the command's own helper
+
+    root = Path(__file__).resolve().parents[3]
+    endpoint = _endpoint("http://127.0.0.1:9", root / "config/engines/vllm-recipe.yaml", None)
+    assert endpoint.optional_names["prefix_cache_hits"] == "vllm:prefix_cache_hits_total"
+    assert endpoint.optional_names["prefix_cache_queries"] == "vllm:prefix_cache_queries_total"
+    assert endpoint.optional_names["spec_drafts"] == "vllm:spec_decode_num_drafts_total"
+    default = _endpoint("http://127.0.0.1:9", None, None)
+    assert default.optional_names["prefix_cache_hits"] == "sparkengine_prefix_cache_hits_total"
