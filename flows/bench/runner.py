@@ -35,6 +35,7 @@ from flows.bench.session_replay import replay, salt_for, session_metrics, turn_n
 from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
+from flows.fileio import sha256_file
 from flows.lines import LineSink, silent
 from flows.spec.gate_policy import ENGINE_LEVEL
 from flows.spec.suite import (
@@ -79,6 +80,8 @@ class ArmContext:
     on_sample: Tick = _no_tick
     samples_done: int = 0
     samples_planned: int = 0
+    point_info: dict[str, dict[str, JsonValue]] = field(default_factory=dict)
+    """What a point's samples came from beyond the suite (a session file's digest)."""
 
     def __post_init__(self) -> None:
         self.processes = self.suite.client.processes
@@ -337,7 +340,10 @@ def plan(ctx: ArmContext) -> Planned:
             case Prefix():
                 points = [(f"{w.name}/{w.prompt_tokens}", _prefix(ctx, w))]
             case SessionReplay():
-                points = [(f"{w.name}/{w.file.stem}", _session(ctx, w, read_session(w.file)))]
+                point, session = f"{w.name}/{w.file.stem}", read_session(w.file)
+                ctx.point_info[point] = {"session_sha256": sha256_file(w.file),
+                                         "session_turns": len(session.turns)}  # fmt: skip
+                points = [(point, _session(ctx, w, session))]
         out.append((w.kind, w.name, points))
     return out
 
@@ -364,7 +370,10 @@ def _run_workload(
             gate=compared_metrics(kind, samples_),
             samples=samples_,
             warmup=warmups[name],
-            info={"failed_requests": sum(not r.ok for s in samples_ for r in s.receipts)},
+            info={
+                "failed_requests": sum(not r.ok for s in samples_ for r in s.receipts),
+                **ctx.point_info.get(name, {}),
+            },
         )
         for name, samples_ in collected.items()
     }

@@ -21,6 +21,7 @@ import pytest
 from flows.bench.report import read_arm
 from flows.bench.session_file import read_session
 from flows.cli import main
+from flows.fileio import sha256_file
 from flows.research import agent_session
 from tests.integration.test_bench_engine import engine  # noqa: F401 - the engine fixture
 from tests.support.net import free_port
@@ -118,6 +119,8 @@ def test_the_shipped_example_replays_alone_and_in_its_suite(
     point = read_arm(out).points["session/agent-example"]
     assert point.workload == "session"
     assert point.gate[:2] == ["ttft_s", "tpot_ms"]
+    assert point.info["session_sha256"] == sha256_file(EXAMPLE)  # which recording was replayed
+    assert point.info["session_turns"] == len(shipped.turns)
     metrics = point.samples[0].metrics
     assert metrics["cached_share"] == metrics["engine_cached_share"]
     assert metrics["cached_share"] > 0.8
