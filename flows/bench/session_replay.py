@@ -11,9 +11,9 @@ after the recorded idle gaps (capped).
 Per turn: prompt and cached tokens (usage), TTFT, prefill time, uncached prefill tok/s, decode
 tok/s, and, where the engine's metrics name them, its prefix-cache counters and draft acceptance
 over the turn. TTFT is the first chunk carrying a token (a chat stream opens with a chunk that
-carries only the role, sent before any work). Neither the bundled engine nor vLLM's OpenAI API
-returns a prompt time, so the prefill time is that TTFT: it includes one sampling step and the
-request's overhead.
+carries only the role, sent before any work). The OpenAI wire format carries no prompt time and
+the bundled engine adds none, so the prefill time is that TTFT: it includes one sampling step and
+the request's overhead.
 """
 
 from __future__ import annotations
