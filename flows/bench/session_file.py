@@ -125,7 +125,8 @@ def _validate(path: Path, line: int, model: type[M], data: dict[str, JsonValue])
     except ValidationError as error:
         first = error.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or "(line)"
-        raise _bad(path, line, key, first["msg"], model.__name__) from None
+        expected = "the header line" if model is SessionHeader else "a turn line"
+        raise _bad(path, line, key, first["msg"], f"{expected} of a recorded session") from None
 
 
 def read_session(path: Path) -> Session:
