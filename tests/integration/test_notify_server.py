@@ -14,17 +14,13 @@ tests/unit/flow/test_notify_payload.py.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
 
-from tests.support.net import free_port
 from tests.support.overlays import overlay
 from tests.support.paths import ROOT
 from tests.support.prefect_server import Server
@@ -36,6 +32,7 @@ from tests.support.project import (
     projects,
 )
 from tests.support.waiting import wait_until
+from tests.support.webhook import Receiver
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
@@ -51,37 +48,6 @@ from flows.pipeline.deployments import nightly_qualification
 
 nightly_qualification(release="nosuch", return_state=True)
 """
-
-
-class Receiver:
-    """A webhook receiver on loopback that keeps every JSON body it is sent."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                bodies.append(json.loads(self.rfile.read(length) or b"{}"))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *_args: object) -> None:
-                """Quiet."""
-
-        self.server = HTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
 
 
 @pytest.fixture
@@ -100,15 +66,10 @@ def receiver(prefect_api: Server) -> Iterator[Receiver]:
 
 def _posted(server: Server, receiver: Receiver, release: str, state: str) -> dict[str, Any]:
     """The body posted for `release`'s run entering `state` (waits up to 2 min)."""
-
-    def found() -> dict[str, Any] | None:
-        return next(
-            (b for b in receiver.bodies if b.get("release") == release and b.get("state") == state),
-            None,
-        )
-
-    return wait_until(found, 120, f"the webhook post for {release} {state}", interval_s=1,
-                      detail=lambda: f"{receiver.bodies}\n{server.tails()}")  # fmt: skip
+    return wait_until(
+        lambda: receiver.posted(release, state), 120, f"the webhook post for {release} {state}",
+        interval_s=1, detail=lambda: f"{receiver.bodies}\n{server.tails()}",
+    )  # fmt: skip
 
 
 def _a_run_link(server: Server, body: dict[str, Any]) -> None:
