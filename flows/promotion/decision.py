@@ -94,10 +94,11 @@ def decide_promotion(
 
 
 def accepting_hint(release: str) -> str:
-    """The line a paused inconclusive run adds: approving it needs a reason."""
+    """The lines a paused inconclusive run adds: approving it needs a reason (the command on a
+    line of its own, as the prompt's are, so it pastes whole)."""
     return (
-        f"the benchmark of {release} was inconclusive: approving it needs a reason, "
-        f'sparkgate approve {release} --accept-inconclusive "REASON"'
+        f"the benchmark of {release} was inconclusive: approving it needs a reason:\n"
+        f'  sparkgate approve {release} --accept-inconclusive "REASON"'
     )
 
 
