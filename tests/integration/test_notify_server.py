@@ -17,13 +17,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.overlays import overlay
+from tests.support.overlays import SMALLEST_GATES, cluster_overlay, overlay, release_overlay
 from tests.support.paths import ROOT
-from tests.support.prefect_server import Server
+from tests.support.prefect_server import PREFECT, Server, spawn, stop
 from tests.support.project import (
     TRIMMED_DETERMINISM,
     TRIMMED_GATES,
@@ -128,7 +129,8 @@ def test_a_qualification_that_waits_posts_the_commands_then_its_expiry(
     )
     _a_run_link(prefect_api, paused)
     expired = _posted(prefect_api, receiver, "r1", "Failed")
-    _one_line(expired)  # ours ("no decision within 5 s") or Prefect's, whichever ended the pause
+    # ours, naming the reason, even when Prefect's orchestration expired the pause first
+    assert _one_line(expired).startswith(f"r1: qualified, but no decision within {WAIT_S} s")
     assert expired["url"] == paused["url"]
 
 
@@ -148,3 +150,57 @@ def test_a_nightly_run_with_a_bad_release_posts_one_line(
     assert "\n" not in body["message"]
     assert {"release:nosuch", "cluster:local"} <= set(body["tags"])
     _a_run_link(prefect_api, body)
+
+
+SERVED = "notifyworker"  # the worker's cluster, in its own project
+POOL = "sparkgate"  # the pool prefect.yaml names
+
+
+@pytest.fixture
+def worker(prefect_api: Server, tmp_path: Path) -> Iterator[Path]:
+    """A process worker on the pool, its project (SPARKGATE_ROOT) in tmp, the deployments of the
+    shipped prefect.yaml on the server."""
+    prefect_api.cli("work-pool", "create", POOL, "--type", "process", "--overwrite")
+    prefect_api.cli("deploy", "--all", timeout_s=300)
+    env = {**prefect_api.env, "SPARKGATE_ROOT": str(tmp_path),
+           "SPARKGATE_STATE_DIR": str(ROOT / ".sparkgate")}  # fmt: skip
+    argv = [PREFECT, "worker", "start", "--pool", POOL, "--limit", "1", "--name", "notify-worker"]
+    process = spawn(argv, env, prefect_api.logs / "notify-worker.log")
+    try:
+        yield tmp_path
+    finally:
+        stop(process)
+
+
+def test_a_nightly_run_on_a_worker_posts_its_pause_then_its_expiry(
+    prefect_api: Server, receiver: Receiver, worker: Path
+) -> None:
+    """A deployment run served by a worker: its qualification pauses (wait: true) for a
+    decision nobody gives within 5 s; both posts carry a one-line message and the run's link,
+    and the nightly run itself ends Failed with that one line, not "encountered an exception"."""
+    release_overlay(worker / "releases/r1.yaml", gates=SMALLEST_GATES,
+                    promotion={"timeout_s": WAIT_S})  # fmt: skip
+    cluster_overlay(worker / "config" / f"{SERVED}.yaml", SERVED, worker, nodes=("w0", "w1"))
+    nightly = prefect_api.get("/deployments/name/nightly-qualification/nightly")
+    status, run = prefect_api.post(
+        f"/deployments/{nightly['id']}/create_flow_run",
+        {"parameters": {"release": "r1", "cluster": SERVED, "wait": True}},
+    )
+    assert status == 201, run
+
+    paused = _posted(prefect_api, receiver, "r1", "Paused")
+    assert paused["cluster"] == SERVED, paused
+    assert _one_line(paused).startswith("r1 qualified, waiting for a decision: sparkgate approve")
+    _a_run_link(prefect_api, paused)
+    expired = _posted(prefect_api, receiver, "r1", "Failed")
+    assert _one_line(expired).startswith(f"r1: qualified, but no decision within {WAIT_S} s")
+    assert expired["url"] == paused["url"]
+
+    def ended() -> dict[str, Any] | None:
+        state = prefect_api.get(f"/flow_runs/{run['id']}").get("state") or {}
+        return dict(state) if state.get("type") in {"FAILED", "CRASHED", "COMPLETED"} else None
+
+    state = wait_until(ended, 120, "the nightly run to end", interval_s=2,
+                       detail=prefect_api.tails)  # fmt: skip
+    assert state["type"] == "FAILED", state
+    assert state["message"] == expired["message"], state
