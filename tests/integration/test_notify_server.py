@@ -5,7 +5,9 @@ local webhook, with a one-line message and the run's UI link.
 real `sparkgate qualify`, run from a terminal with PREFECT_API_URL set, on a private two-node
 cluster: a trimmed r1 that pauses for a decision nobody gives within 5 s (announced Paused with
 the verdict and the commands that decide, then Failed), and crash-on-boot, which fails at its
-first boot. The nightly deployment's flow fails on a release name that loads no spec. The
+first boot. The nightly deployment's flow fails on a release name that loads no spec. A nightly
+deployment run served by a process worker (`prefect deploy --all`, `wait: true`) pauses and
+expires like the terminal's, and the nightly run itself ends Failed with the same one line. The
 server's triggers see each event and its actions post the rendered body to the receiver here,
 naming the run, the release, the state and the verdict, with the run's URL. How a benchmark
 headline joins the message is rendered with the server's own template in
