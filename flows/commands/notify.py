@@ -70,7 +70,7 @@ def _keep_for_embedded_runs(url: str, shown: str, *, allow_private: bool) -> Non
     err_console.print(
         f"embedded mode (no PREFECT_API_URL): `sparkgate qualify` of this project posts to {shown} "
         "from its own process when it pauses for a decision, fails, crashes or is interrupted "
-        "(Ctrl-C; not when killed); the link is the record's folder, as an embedded server's "
+        "(Ctrl-C, SIGTERM; not SIGKILL); the link is the record's folder, as an embedded server's "
         f"UI ends with the run; saved in {saved}",
         markup=False,
         highlight=False,

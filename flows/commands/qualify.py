@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path
+from flows.commands.signals import terminate_as_interrupt
 from flows.errors import GateFailedError, InconclusiveError, PromotionError, SparkgateError
 from flows.names import release_path
 from flows.stages import STAGE_TITLES, STAGES
@@ -103,7 +104,8 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
 
     title = f"qualify {chosen.name} on {spec.name}"
     refused: list[QualifyOutcome] = []
-    with watched_run(title, verbose=verbose) as board:
+    # SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: cleaned up, announced
+    with terminate_as_interrupt(), watched_run(title, verbose=verbose) as board:
         announcer = embedded_announcer(board, inputs, warn=_warn)
         token, handed = current_observer.set(announcer or board), given_inputs.set(inputs)
         told = refusals.set(refused)

@@ -6,8 +6,8 @@ so `sparkgate notify URL` without a server keeps the webhook in the project's Pr
 (`webhook_file()`), and an embedded `qualify` posts the body a server's automation posts
 (`flows.pipeline.notify`, the same fields, checked in tests/unit/flow/test_notify_payload.py):
 on Paused (the verdict, the commands that decide, the benchmark headline), Failed (a failed
-gate's verdict, a refusal) and Crashed (an exception in the flow, or Ctrl-C; SIGTERM and
-`kill -9` end the process before it can say anything). Its `url` is the record's folder as a
+gate's verdict, a refusal) and Crashed (an exception in the flow, Ctrl-C or SIGTERM; `kill -9`
+ends the process before it can say anything). Its `url` is the record's folder as a
 file:// link, since the embedded server's UI ends with the process. A post that fails is a
 warning, never the run's failure. Nothing here runs for a run on a configured server: there the
 server's automation announces it.

@@ -6,7 +6,7 @@ A trimmed r1 on a private two-node cluster pauses for a decision nobody gives wi
 posts Paused (the verdict and the commands that decide, as they run pasted into the project)
 then Failed (no decision), each with a one-line message and a link to the record's folder, the
 one link an embedded run has (its server's UI ends with it). A second run, still paused, is
-interrupted (SIGINT, as Ctrl-C) and posts Crashed.
+stopped with SIGTERM (as a CI job's timeout or `kill` stops it) and posts Crashed.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_an_embedded_qualification_posts_its_pause_then_its_failure(
 
 
 @EMBEDDED
-def test_an_embedded_qualification_interrupted_while_it_waits_posts_crashed(
+def test_an_embedded_qualification_stopped_while_it_waits_posts_crashed(
     project: PromotionProject,
 ) -> None:
     with Receiver() as receiver:
@@ -97,7 +97,7 @@ def test_an_embedded_qualification_interrupted_while_it_waits_posts_crashed(
         try:
             wait_until(lambda: receiver.posted("r1", "Paused"), 600, "the Paused post",
                        interval_s=1, detail=lambda: str(receiver.bodies))  # fmt: skip
-            os.kill(waiting.pid, signal.SIGINT)
+            os.kill(waiting.pid, signal.SIGTERM)
             output = waiting.communicate(timeout=120)[0]
         finally:
             if waiting.poll() is None:
@@ -107,5 +107,5 @@ def test_an_embedded_qualification_interrupted_while_it_waits_posts_crashed(
 
     crashed = receiver.posted("r1", "Crashed")
     assert crashed is not None, f"{receiver.bodies}\n{output}"
-    assert _one_line(crashed) == "r1 interrupted (Ctrl-C)", crashed
+    assert _one_line(crashed) == "r1 interrupted (SIGTERM)", crashed
     _record_link(project, crashed)
