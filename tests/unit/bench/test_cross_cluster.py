@@ -15,6 +15,7 @@ from flows.bench.hosts import HostFacts
 from flows.bench.legacy import import_recipe_manifest, import_recipe_report
 from flows.bench.report import write_arm
 from flows.cli import main
+from tests.support.paths import ROOT
 
 # Copies of ../shared/data/recipe-bench: the recipe's r6 TP4 bench report (Oct 5), and its r6d
 # release manifest (Oct 10) with the report it names, 2026-10-10-karmic-kraken-r6d-tp4.json.
@@ -88,3 +89,16 @@ def test_a_manifest_whose_report_is_not_beside_it_names_the_key_and_exits_2(
     err = capsys.readouterr().err
     assert f"{alone}: benchmark_reference: " in err
     assert "2026-10-10-karmic-kraken-r6d-tp4.json is not beside the manifest" in err
+
+
+def test_bench_run_takes_the_host_facts_one_way_and_from_a_cluster_that_declares_some(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both refusals come before any request is sent (the URL answers nothing), exit 2."""
+    run = ["bench", "run", "http://127.0.0.1:9", "--suite", "single-stream", "--out", str(tmp_path)]
+    assert main([*run, "-c", "local", "--facts", str(MANIFEST)]) == 2
+    assert "--facts: give --cluster or --facts, not both" in capsys.readouterr().err
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(f"extends: {ROOT / 'config' / 'local.yaml'}\nset:\n  probes:\n    facts: []\n")
+    assert main([*run, "-c", str(bare)]) == 2
+    assert f"{bare}: probes.facts: declares no host facts to read" in capsys.readouterr().err
