@@ -156,7 +156,8 @@ def cross_cluster(
 
 
 def step_line(row: StepRow) -> str:
-    """`single/c1 engine_cpu_ms: 1.234 here, 1.100 there, +12.2 % [+10.1, +14.3] per step`."""
+    """`single/c1 engine_cpu_ms: 1.234 here, 1.100 there, +12.2 % [+10.1, +14.3]: this side
+    spends more per step` (the side, not the cluster: the release may differ too)."""
     change = (
         f"{row.welch.pct:+.1f} % [{row.welch.low:+.1f}, {row.welch.high:+.1f}]"
         if row.welch
@@ -164,9 +165,9 @@ def step_line(row: StepRow) -> str:
     )
     more = ""
     if row.welch and row.welch.low > 0:
-        more = ": this cluster spends more per step"
+        more = ": this side spends more per step"
     elif row.welch and row.welch.high < 0:
-        more = ": this cluster spends less per step"
+        more = ": this side spends less per step"
     return (
         f"  {row.point} {row.metric}: {row.new_mean:.3f} here, {row.old_mean:.3f} there, "
         f"{change}{more}"

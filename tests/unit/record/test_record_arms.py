@@ -95,7 +95,7 @@ def test_compare_a_users_arm_with_a_record_side_by_side(
     assert "1 arm(s) on this side, 2 on the other" in err
     assert "A side does not name the release it ran" in err
     assert "decode/prose-c1 step_ms: 42.030 here, 38.210 there, +10.0 %" in err
-    assert "this cluster spends more per step" in err
+    assert "this side spends more per step" in err
     rows = {
         row["fact"]: row for row in json.loads((out / "cross-cluster.json").read_text())["facts"]
     }
