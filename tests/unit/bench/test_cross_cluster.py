@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from flows.bench.compare import compare_arms
-from flows.bench.cross import cross_cluster
+from flows.bench.cross import StepRow, cross_cluster, step_line
 from flows.bench.hosts import HostFacts
 from flows.bench.legacy import import_recipe_manifest, import_recipe_report
 from flows.bench.report import write_arm
+from flows.bench.stats import Change
 from flows.cli import main
 from tests.support.paths import ROOT
 
@@ -102,3 +103,17 @@ def test_bench_run_takes_the_host_facts_one_way_and_from_a_cluster_that_declares
     bare.write_text(f"extends: {ROOT / 'config' / 'local.yaml'}\nset:\n  probes:\n    facts: []\n")
     assert main([*run, "-c", str(bare)]) == 2
     assert f"{bare}: probes.facts: declares no host facts to read" in capsys.readouterr().err
+
+
+def test_a_step_row_speaks_only_when_its_interval_is_clear_of_zero() -> None:
+    def row(pct: float, low: float, high: float) -> StepRow:
+        return StepRow(point="single/c1", metric="engine_cpu_ms", new_mean=1.0, old_mean=1.1,
+                       welch=Change(pct=pct, low=low, high=high))  # fmt: skip
+
+    assert step_line(row(-9.1, -10.0, -8.2)).endswith(": this side spends less per step")
+    assert step_line(row(-0.5, -1.0, +0.1)).endswith("[-1.0, +0.1]")
+    alone = StepRow(point="single/c1", metric="tpot_p50_ms", new_mean=14.1, old_mean=14.0,
+                    welch=None)  # fmt: skip
+    assert step_line(alone) == (
+        "  single/c1 tpot_p50_ms: 14.100 here, 14.000 there, no interval (n < 2)"
+    )
