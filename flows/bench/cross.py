@@ -109,12 +109,15 @@ def caveats(new: Sequence[ArmReport], old: Sequence[ArmReport], ledger_gaps: int
             "workload, client or network between the two places."
         ),
     ]
-    if ledger_gaps == 0:
-        lines.append(
-            "No A/A ledger covers the other cluster, so no verdict here can tell a slower "
-            "cluster from a slower session: the arm-level verdicts stay inconclusive unless "
-            "several arms per side say otherwise."
-        )
+    lines.append(
+        "No A/A ledger covers the other cluster, so no verdict here can tell a slower "
+        "cluster from a slower session: the arm-level verdicts stay inconclusive unless "
+        "several arms per side say otherwise."
+        if ledger_gaps == 0
+        else f"The A/A ledger given ({ledger_gaps} sessions) holds the boot noise of the "
+        "sessions it was measured in, not the gap between two clusters: its verdicts say how "
+        "far apart these arms are, not why."
+    )
     lines.append(
         "For scale: in the recipe's release thread (r6x post, Oct 18-19) one session on one "
         "cluster gave single-stream tok/s changes of +4.6 % ±2.9 (TP4) and +4.7 % ±4.6 (TP3), "

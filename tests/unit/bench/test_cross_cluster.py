@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flows.bench.compare import compare_arms
-from flows.bench.cross import StepRow, cross_cluster, step_line
+from flows.bench.cross import StepRow, caveats, cross_cluster, step_line
 from flows.bench.hosts import HostFacts
 from flows.bench.legacy import import_recipe_manifest, import_recipe_report
 from flows.bench.report import write_arm
@@ -117,3 +117,10 @@ def test_a_step_row_speaks_only_when_its_interval_is_clear_of_zero() -> None:
     assert step_line(alone) == (
         "  single/c1 tpot_p50_ms: 14.100 here, 14.000 there, no interval (n < 2)"
     )
+
+
+def test_a_ledger_given_is_not_taken_for_the_gap_between_clusters() -> None:
+    new, old = import_recipe_report(R6_TP4), import_recipe_manifest(MANIFEST)
+    lines = caveats([new], [old], ledger_gaps=4)
+    assert not any("No A/A ledger" in line for line in lines)
+    assert any(line.startswith("The A/A ledger given (4 sessions)") for line in lines)
