@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from flows.bench.report import ArmReport, Point, Sample
+from flows.bench.hosts import manifest_facts
+from flows.bench.report import ArmFileError, ArmReport, Point, Sample
 from flows.bench.stats import Described
 from flows.errors import BenchError
 
@@ -126,3 +127,43 @@ def import_recipe_report(path: Path, *, label: str | None = None) -> ArmReport:
         discarded=data.get("discarded_samples") or [],
         extra=extra,
     )
+
+
+MANIFEST_KEY = "benchmark_reference"
+"""The key of a recipe release manifest that names its benchmark report."""
+
+
+def is_recipe_manifest(data: object) -> bool:
+    """A recipe release manifest (baseline-*.json): it names its benchmark report."""
+    return isinstance(data, dict) and isinstance(data.get(MANIFEST_KEY), str)
+
+
+def import_recipe_manifest(path: Path) -> ArmReport:
+    """The benchmark report a recipe release manifest names, imported, with the manifest's
+    `hosts:` as the arm's host facts.
+
+    The manifest names its report by the recipe repository's path
+    (`manifests/benchmarks/<name>.json`); it is looked for at that path beside the manifest,
+    then by its file name beside it (how published reports are kept together).
+
+    Raises:
+        ArmFileError: when the manifest is not JSON, or its report is in neither place.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as error:
+        raise ArmFileError(f"{path}: no such file") from error
+    except json.JSONDecodeError as error:
+        raise ArmFileError(f"{path}:{error.lineno}: not JSON: {error.msg}") from error
+    if not is_recipe_manifest(data):
+        raise ArmFileError(f"{path}: {MANIFEST_KEY}: expected the path of its benchmark report")
+    named = Path(data[MANIFEST_KEY])
+    tried = [path.parent / named, path.parent / named.name]
+    report = next((file for file in tried if file.is_file()), None)
+    if report is None:
+        raise ArmFileError(
+            f"{path}: {MANIFEST_KEY}: {named} is not beside the manifest "
+            f"(looked for {', '.join(str(file) for file in tried)})"
+        )
+    arm = import_recipe_report(report, label=path.stem)
+    return arm.model_copy(update={"host_facts": manifest_facts(data, str(path))})

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from flows.bench.hosts import HostFacts
 from flows.bench.stats import Described, describe
 from flows.errors import BenchError
 from flows.spec.gate_policy import METRICS, Direction
@@ -158,6 +159,11 @@ class ArmReport(BaseModel):
     )
     extra: dict[str, JsonValue] = Field(
         default_factory=dict, description="other sections of an imported report (thermal ...)"
+    )
+    host_facts: HostFacts | None = Field(
+        default=None,
+        description="host facts of the cluster measured (`bench run -c`/`--facts`, a record's "
+        "preflight, a recipe manifest's hosts); None: not recorded",
     )
 
 

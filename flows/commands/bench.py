@@ -15,12 +15,17 @@ import typer
 
 from flows.bounded_read import is_file
 from flows.errors import GateFailedError, InconclusiveError, SpecError
+from flows.names import looks_like_path
 from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:
+    from flows.bench.cross import CrossCluster
+    from flows.bench.hosts import HostFacts
     from flows.bench.report import ArmReport
     from flows.engine_api.endpoint import Endpoint
 
+CROSS_FILE = "cross-cluster.json"
+"""What `bench compare --out` writes when a side carries host facts."""
 DRAFT_KEYS = ("spec_drafts", "spec_accepted_tokens")
 """Profile keys of the draft counters, read where an engine profile names them."""
 
@@ -28,8 +33,14 @@ bench_app = typer.Typer(help="Benchmark arms: run, import, compare.", no_args_is
 
 
 def _load_arm(path: Path) -> ArmReport:
-    """An arm report, or a recipe bench.json imported on the fly."""
-    from flows.bench.legacy import RECIPE_SCHEMA, import_recipe_report  # noqa: PLC0415
+    """An arm report, a recipe bench.json imported on the fly, or the report a recipe release
+    manifest names (with the manifest's host facts)."""
+    from flows.bench.legacy import (  # noqa: PLC0415
+        RECIPE_SCHEMA,
+        import_recipe_manifest,
+        import_recipe_report,
+        is_recipe_manifest,
+    )
     from flows.bench.report import read_arm  # noqa: PLC0415
 
     if is_file(path):
@@ -39,7 +50,25 @@ def _load_arm(path: Path) -> ArmReport:
             head = None
         if isinstance(head, dict) and head.get("schema") == RECIPE_SCHEMA:
             return import_recipe_report(path)
+        if is_recipe_manifest(head):
+            return import_recipe_manifest(path)
     return read_arm(path)
+
+
+def _load_side(path: Path, experiments: Path | None) -> list[ArmReport]:
+    """OLD as given: an arm (or recipe report or manifest), or a record, by folder or name,
+    whose candidate arms stand for the published release."""
+    from flows.record.arms import candidate_arms  # noqa: PLC0415
+    from flows.record.model import RECORD_FILE  # noqa: PLC0415
+    from flows.record.reader import find_record  # noqa: PLC0415
+    from flows.settings import project_root  # noqa: PLC0415
+
+    if (path / RECORD_FILE).is_file():
+        return candidate_arms(path)
+    if not path.exists() and not looks_like_path(str(path)):
+        folder = find_record(experiments or project_root() / "experiments", str(path))
+        return candidate_arms(folder)
+    return [_load_arm(path)]
 
 
 def suite_path(option: str) -> Path:
@@ -76,6 +105,51 @@ def _endpoint(url: str, engine: Path | None, api_key: str | None) -> Endpoint:
     )
 
 
+def _host_facts(cluster: str | None, facts: Path | None) -> HostFacts | None:
+    """The host facts an arm keeps: read now on the cluster's nodes (its `probes.facts`, no
+    other preflight check, so a serving cluster can be read), or from a file."""
+    from flows.bench.hosts import read_host_facts  # noqa: PLC0415
+
+    if cluster is not None and facts is not None:
+        raise SpecError("give --cluster or --facts, not both", key="--facts")
+    if facts is not None:
+        return read_host_facts(facts)
+    if cluster is None:
+        return None
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from flows.bench.hosts import HostFacts  # noqa: PLC0415
+    from flows.cluster.ops.preflight import read_host_facts as read_on_nodes  # noqa: PLC0415
+    from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
+    from flows.commands.cluster import load_cluster  # noqa: PLC0415
+    from flows.names import cluster_path  # noqa: PLC0415
+
+    spec = load_cluster(cluster)
+    if not spec.probes.facts:
+        raise SpecError(
+            "declares no host facts to read",
+            file=cluster_path(cluster),
+            key="probes.facts",
+            expected="at least one fact, as config/local.yaml has",
+        )
+    with TransportPool(spec) as pool:
+        values, errors = read_on_nodes(spec, lambda node: pool.node(node.name))
+    host = HostFacts(
+        cluster=spec.name,
+        source=f"probes.facts of {spec.name}",
+        read_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        nodes=values,
+        errors=errors,
+    )
+    unread = sum(len(e) for e in errors.values())
+    err_console.print(
+        f"host facts of {spec.name}: {len(spec.probes.facts)} on {len(values)} node(s)"
+        + (f", {unread} unread" if unread else ""),
+        markup=False,
+    )
+    return host
+
+
 @bench_app.command("run")
 def run_command(  # noqa: PLR0917 - typer maps parameters to options
     url: Annotated[str, typer.Argument(help="base URL of an OpenAI-compatible endpoint")],
@@ -88,8 +162,19 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     api_key: Annotated[
         str | None, typer.Option(envvar="SPARKGATE_API_KEY", help="bearer token")
     ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster", "-c", help="read this cluster's host facts (probes.facts) into the arm"
+        ),
+    ] = None,
+    facts: Annotated[
+        Path | None,
+        typer.Option(help="host facts for the arm: host-facts.json, a record, a recipe manifest"),
+    ] = None,
 ) -> None:
-    """Run one arm of a suite against a live endpoint and write its receipts."""
+    """Run one arm of a suite against a live endpoint and write its receipts (and, with -c or
+    --facts, the host facts of the cluster it measured, for `bench compare` across clusters)."""
     from flows.bench.report import write_arm  # noqa: PLC0415
     from flows.bench.runner import run_arm  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
@@ -97,14 +182,15 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
 
     spec = load_model(suite_path(suite), Suite)
     endpoint = _endpoint(url, engine, api_key)
+    host = _host_facts(cluster, facts)
     arm = run_arm(
         endpoint,
         spec,
         label=label,
         say=lambda line: err_console.print(line, markup=False),
-        checkpoint=lambda partial: write_arm(partial, out),
+        checkpoint=lambda partial: write_arm(partial.model_copy(update={"host_facts": host}), out),
     )
-    path = write_arm(arm, out)
+    path = write_arm(arm.model_copy(update={"host_facts": host}), out)
     receipts = sum(len(s.receipts) for p in arm.points.values() for s in p.samples)
     client = arm.client
     cost = (
@@ -169,15 +255,25 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
         Path | None, typer.Option(help="write compare.json, bench.txt, changes.png here")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON on stdout")] = False,
+    experiments: Annotated[
+        Path | None,
+        typer.Option("--experiments", help="folder of records an OLD record name is found in"),
+    ] = None,
 ) -> None:
-    """Compare arms C1, P1, C2, ... point by point; non-zero exit on a regression."""
+    """Compare arms C1, P1, C2, ... point by point; non-zero exit on a regression.
+
+    OLD may also be a record (folder or name: its candidate arms) or a recipe release manifest
+    (the report it names): when a side carries host facts, both sides' facts and per-step
+    numbers are shown side by side, with what a comparison across clusters cannot prove."""
     from flows.bench.compare import compare_arms  # noqa: PLC0415
+    from flows.bench.cross import cross_cluster  # noqa: PLC0415
     from flows.bench.ledger import Ledger, read_ledger  # noqa: PLC0415
     from flows.bench.present import comparison_table, plot_changes, recipe_text  # noqa: PLC0415
 
     again = again or []
-    arms = [_load_arm(p) for p in [new, *again, *old]]
-    candidates, previous = arms[: 1 + len(again)], arms[1 + len(again) :]
+    candidates = [_load_arm(p) for p in [new, *again]]
+    previous = [arm for p in old for arm in _load_side(p, experiments)]
+    arms = [*candidates, *previous]
     for arm in arms:
         if arm.aborted:
             err_console.print(f"warning: arm {arm.label} was aborted: {arm.aborted}", markup=False)
@@ -192,12 +288,19 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
     ):
         if points:
             err_console.print(f"{label}: {', '.join(points)}", markup=False)
+    cross = cross_cluster(comparison, candidates, previous)
+    if cross is not None:
+        _print_cross(cross)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.json").write_text(comparison.model_dump_json(indent=1) + "\n")
         (out / "bench.txt").write_text(text + "\n")
         plot_changes(comparison, out / "changes.png")
-        err_console.print(f"wrote {out}/compare.json, bench.txt, changes.png")
+        written = "compare.json, bench.txt, changes.png"
+        if cross is not None:
+            (out / CROSS_FILE).write_text(cross.model_dump_json(indent=1) + "\n")
+            written += f", {CROSS_FILE}"
+        err_console.print(f"wrote {out}/{written}")
     if as_json:
         out_console.print_json(comparison.model_dump_json())
     if comparison.failed:
@@ -214,6 +317,34 @@ def compare_command(  # noqa: PLR0917 - typer maps parameters to options
             f"INCONCLUSIVE: {len(comparison.inconclusive)} of {len(comparison.points)} rows "
             "cannot be decided (add arms or A/A ledger entries)"
         )
+
+
+def _print_cross(cross: CrossCluster) -> None:
+    """Host facts side by side, per-step numbers, and what the comparison cannot prove."""
+    from rich.table import Table  # noqa: PLC0415
+
+    from flows.bench.cross import step_line  # noqa: PLC0415
+
+    for side, title, measured in (
+        ("this side", cross.new_title, cross.new_measured),
+        ("other side", cross.old_title, cross.old_measured),
+    ):
+        line = f"{side}: {title}; {measured}"
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    table = Table(title="host facts")
+    for column in ("fact", "this side", "other side", ""):
+        table.add_column(column, overflow="fold")
+    for row in cross.facts:
+        mark = "differs" if row.same is False else ""
+        table.add_row(row.fact, row.new, row.old, mark)
+    err_console.print(table)
+    if cross.steps:
+        err_console.print("per step (lower is less spent; within-arm Welch interval):")
+        for step in cross.steps:
+            err_console.print(step_line(step), markup=False, highlight=False, soft_wrap=True)
+    err_console.print("what this comparison cannot prove:", markup=False)
+    for line in cross.caveats:
+        err_console.print(f"  - {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 @bench_app.command("variance")

@@ -17,16 +17,18 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from flows import __version__
+from flows.bench.hosts import FACTS_FILE, HostFacts
 from flows.cluster.build.adopted_image import ReleaseBuild, resumed_image, run_release
 from flows.cluster.build.wheel import build_release
 from flows.cluster.ops.lock import ClusterLock, ensure_held, lock_settings
-from flows.cluster.ops.preflight import run_preflight
+from flows.cluster.ops.preflight import PreflightReport, run_preflight
 from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.factory import TransportPool
@@ -105,7 +107,8 @@ def prepared_cluster(
     with held_cluster(cluster, command=command, observer=observer) as held:
         ensure_held()
         observer.started("preflight")
-        observer.finished("preflight", "passed", preflight_task(cluster, held.pool))
+        preflight = preflight_task(cluster, held.pool)
+        observer.finished("preflight", "passed", preflight_line(preflight))
         ensure_held()
         observer.started("build")
         resumed = resumed_image(
@@ -137,6 +140,7 @@ def prepared_cluster(
         )  # fmt: skip
         ensure_held()
         record.save_json("build.json", build.model_dump(mode="json"))
+        record.save_json(FACTS_FILE, preflight_facts(preflight).model_dump(mode="json"))
         say(f"record: {record.path}")
         yield PreparedCluster(held=held, build=build, context=context, record=record)
 
@@ -157,12 +161,29 @@ def versions() -> dict[str, str]:
 
 
 @task(name="preflight", cache_policy=NO_CACHE)
-def preflight_task(cluster: Cluster, pool: TransportPool) -> str:
+def preflight_task(cluster: Cluster, pool: TransportPool) -> PreflightReport:
     """Every node ready for a run; raises on any ERROR check."""
     report = run_preflight(cluster, lambda node: pool.node(node.name))
     report.raise_for_errors()
+    return report
+
+
+def preflight_line(report: PreflightReport) -> str:
+    """The preflight stage's detail: how many checks, how many warnings."""
     warnings = [line for line in report.results if line.status == "WARN"]
     return f"{len(report.results)} checks, {len(warnings)} warnings"
+
+
+def preflight_facts(report: PreflightReport) -> HostFacts:
+    """The host facts preflight read, as the record keeps them (host-facts.json), so a user's
+    cluster can later be set beside this record's (`sparkgate bench compare`)."""
+    return HostFacts(
+        cluster=report.cluster,
+        source="preflight",
+        read_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        nodes=report.host_facts,
+        errors=report.host_fact_errors,
+    )
 
 
 @task(name="build", cache_policy=NO_CACHE)

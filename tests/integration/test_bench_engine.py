@@ -22,6 +22,8 @@ from tests.support.overlays import overlay
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+# A copy of ../shared/data/recipe-bench/baseline-2026-10-10-karmic-kraken-r6d.json (its hosts).
+MANIFEST = ROOT / "tests/unit/bench/data/recipe-bench/baseline-2026-10-10-karmic-kraken-r6d.json"
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -99,3 +101,34 @@ def test_release_local_writes_receipts_for_every_workload(engine: str, tmp_path:
     assert (warm.cached_tokens or 0) > 1900
     assert arm.client is not None
     assert json.loads((out / "arm.json").read_text())["kind"] == "bench-arm"
+
+
+def test_a_single_stream_run_keeps_host_facts_and_compares_across_clusters(
+    engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench run -c local` reads the local cluster's host facts into the arm; a second arm
+    stands for the published side with the recipe r6d manifest's facts (`--facts`), and
+    `bench compare` sets them side by side with the per-step rows and their caveats."""
+    suite = overlay(
+        tmp_path / "single.yaml", "config/suites/single-stream.yaml",
+        name="single-stream-trimmed", samples=2, warmup=0,
+        workloads=[{"kind": "single_stream", "name": "single", "requests": 3,
+                    "prompt_tokens": 64, "max_tokens": 16}],
+    )  # fmt: skip
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    run = ["bench", "run", engine, "--suite", str(suite), "--out"]
+    assert main([*run, str(mine), "--label", "mine", "-c", "local"]) == 0
+    assert main([*run, str(theirs), "--label", "theirs", "--facts", str(MANIFEST)]) == 0
+    facts = read_arm(mine).host_facts
+    assert facts is not None
+    assert (facts.cluster, facts.source) == ("local", "probes.facts of local")
+    assert all(values["kernel"] for values in facts.nodes.values())
+    assert "host facts of local: 3 on 2 node(s)" in capsys.readouterr().err
+    assert main(["bench", "compare", str(mine), str(theirs)]) == 3  # one arm a side: undecided
+    err = capsys.readouterr().err
+    assert "other side: theirs: dgx1, dgx2, dgx3, dgx4 (recipe manifest" in err
+    assert "580.178.04" in err
+    assert "not recorded" in err
+    steps = [line for line in err.splitlines() if line.startswith("  single/c1 ")]
+    assert {line.split()[1].rstrip(":") for line in steps} >= {"tpot_p50_ms", "engine_cpu_ms"}
+    assert "what this comparison cannot prove:" in err

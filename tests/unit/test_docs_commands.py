@@ -88,6 +88,11 @@ PEER_LIVE = "tests/unit/research/test_peer_live.py::test_peer_check_runs_both_to
 RECORDS_CLI = "tests/unit/record/test_cli.py::test_records_show_and_compare_by_name"
 COMPARE_CLI = "tests/unit/bench/test_compare_cli.py::test_slower_candidate_fails_with_exit_1"
 TP3_BENCH = "tests/unit/bench/data/recipe-bench/2026-10-05-r6-tp3-bench.json"
+RECIPE_DATA = "tests/unit/bench/data/recipe-bench"
+CROSS_ENGINE = (
+    "tests/integration/test_bench_engine.py::"
+    "test_a_single_stream_run_keeps_host_facts_and_compares_across_clusters"
+)
 RECIPE_EXAMPLE = "examples/spark-ds41f"
 R6X, R6Y = f"{RECIPE_EXAMPLE}/releases/r6x.yaml", f"{RECIPE_EXAMPLE}/releases/r6y.yaml"
 TRIANGLE = f"{RECIPE_EXAMPLE}/clusters/tp3-triangle.yaml"
@@ -434,6 +439,21 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
             "both files run in every unit run",
         )
     ),
+    # docs/host-probes.md: your cluster against the published record
+    "sparkgate bench run URL --suite single-stream --out DIR -c CLUSTER [--label mine]": Elsewhere(
+        f"{CROSS_ENGINE}",
+        "bench run ENGINE --suite (single-stream trimmed) --out DIR --label mine -c local",
+    ),
+    "sparkgate bench run URL --suite single-stream --out DIR --facts FACTS": Elsewhere(
+        f"{CROSS_ENGINE}",
+        "bench run ENGINE --suite (single-stream trimmed) --out DIR --facts (the r6d manifest)",
+    ),
+    "sparkgate bench compare DIR RECORD [--experiments DIR] [--out DIR]": Elsewhere(
+        "tests/unit/record/test_record_arms.py::test_compare_a_users_arm_with_a_record_side_by_side",
+        "bench compare ARM RECORD --out DIR, RECORD as a folder and as a name with --experiments",
+    ),
+    f"sparkgate bench compare {RECIPE_DATA}/2026-10-05-karmic-kraken-r6-tp4.json "
+    f"{RECIPE_DATA}/baseline-2026-10-10-karmic-kraken-r6d.json": Here(says="nvidia_driver", code=1),
     # docs/peer-check.md
     "python -m flows.research.peer --setup": NotRun(
         "downloads torch and guidellm into .sparkgate/peer-venv; test_peer_live uses that venv"

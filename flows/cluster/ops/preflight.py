@@ -120,6 +120,13 @@ class PreflightReport(BaseModel):
 
     cluster: str
     results: list[CheckResult]
+    host_facts: dict[str, dict[str, Value | None]] = Field(
+        default_factory=dict,
+        description="node -> host fact -> value read (None: unread), kept so a record keeps them",
+    )
+    host_fact_errors: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="node -> host fact -> why it could not be read"
+    )
 
     @property
     def errors(self) -> list[CheckResult]:
@@ -282,7 +289,30 @@ def _skew_lines(facts: Sequence[NodeFacts], limits: Thresholds) -> list[CheckRes
 def evaluate(cluster: str, facts: Sequence[NodeFacts], limits: Thresholds) -> PreflightReport:
     """Turn collected facts into the report (pure: no I/O)."""
     results = [result for item in facts for result in _evaluate_node(item, limits)]
-    return PreflightReport(cluster=cluster, results=[*results, *_skew_lines(facts, limits)])
+    values, errors = fact_values(facts)
+    return PreflightReport(
+        cluster=cluster,
+        results=[*results, *_skew_lines(facts, limits)],
+        host_facts=values,
+        host_fact_errors=errors,
+    )
+
+
+def fact_values(
+    facts: Sequence[NodeFacts],
+) -> tuple[dict[str, dict[str, Value | None]], dict[str, dict[str, str]]]:
+    """Each reachable node's host facts by name, and why any of them could not be read."""
+    values = {
+        item.node: {outcome.fact.name: outcome.value for outcome in item.host_facts}
+        for item in facts
+        if item.reachable
+    }
+    errors = {
+        item.node: {o.fact.name: o.error for o in item.host_facts if o.error is not None}
+        for item in facts
+        if any(o.error is not None for o in item.host_facts)
+    }
+    return values, errors
 
 
 # -- collection ---------------------------------------------------------------------------------
@@ -388,6 +418,21 @@ def collect_node(cluster: Cluster, node: Node, transport: Transport) -> NodeFact
     facts["custom"] = [_custom(transport, check, values) for check in cluster.preflight]
     facts["host_facts"] = [_host_fact(transport, fact, values) for fact in cluster.probes.facts]
     return NodeFacts.model_validate(facts)
+
+
+def read_host_facts(
+    cluster: Cluster, transport_of: Callable[[Node], Transport]
+) -> tuple[dict[str, dict[str, Value | None]], dict[str, dict[str, str]]]:
+    """Only the declared host facts of every node (in parallel), as `bench run -c` keeps them
+    with an arm: no ports or disk checks, so a cluster that is serving can be read."""
+
+    def one(node: Node) -> NodeFacts:
+        transport, values = transport_of(node), node_values(cluster, node)
+        outcomes = [_host_fact(transport, fact, values) for fact in cluster.probes.facts]
+        return NodeFacts(node=node.name, reachable=True, host_facts=outcomes)
+
+    with ThreadPoolExecutor(max_workers=max(len(cluster.nodes), 1)) as pool:
+        return fact_values(list(pool.map(one, cluster.nodes)))
 
 
 def run_preflight(

@@ -18,6 +18,7 @@ from flows.cluster.ops.preflight import (
     parse_listening_ports,
     parse_meminfo_available,
     parse_python_version,
+    read_host_facts,
     run_preflight,
     thresholds_for,
 )
@@ -278,3 +279,34 @@ def test_a_node_below_its_startup_memory_guard_fails_preflight() -> None:
     short = evaluate("triangle", [facts(memory_available=4 * GIB)], limits)
     with pytest.raises(ClusterError, match=r"n0: memory: 4.0 GiB available \(needs 5 GiB\)"):
         short.raise_for_errors()
+
+
+def test_preflight_keeps_each_nodes_host_facts_and_they_can_be_read_alone(tmp_path: Path) -> None:
+    """A record keeps the facts preflight read (host-facts.json), and `bench run -c` reads them
+    alone on a serving cluster: the values by node and fact, a fact that cannot be read with why."""
+    nodes = []
+    for index, value in enumerate(("2000", "100")):
+        workdir = tmp_path / f"n{index}"
+        workdir.mkdir()
+        (workdir / "apst_primary_timeout_ms").write_text(value + "\n")
+        nodes.append({"name": f"n{index}", "rank": index, "head": index == 0,
+                      "address": "127.0.0.1", "workdir": str(workdir)})  # fmt: skip
+    facts = [
+        {"name": "apst", "argv": ["cat", "{workdir}/apst_primary_timeout_ms"], "parse": "number",
+         "at_least": 0},
+        {"name": "kernel", "argv": ["uname", "-r"], "pattern": "."},
+        {"name": "memory-saver", "argv": ["cat", "{workdir}/no-such-file"], "pattern": ".",
+         "severity": "WARN"},
+    ]  # fmt: skip
+    ports = {"api": free_port(), "rendezvous": free_port()}
+    path = overlay(tmp_path / "cluster.yaml", "config/local.yaml", nodes=nodes, ports=ports,
+                   probes={"facts": facts})  # fmt: skip
+    cluster = load_model(path, Cluster)
+    report = run_preflight(cluster, lambda node: LocalTransport(node.name))
+    alone = read_host_facts(cluster, lambda node: LocalTransport(node.name))
+    for values, errors in ((report.host_facts, report.host_fact_errors), alone):
+        assert values["n0"]["apst"] == 2000.0
+        assert values["n1"]["apst"] == 100.0
+        assert values["n0"]["kernel"] == values["n1"]["kernel"] != ""
+        assert values["n1"]["memory-saver"] is None
+        assert "exited 1" in errors["n1"]["memory-saver"]
