@@ -85,6 +85,15 @@ class GateVerdict(BaseModel):
     evidence: list[str] = []
 
 
+class HostSwitch(Protocol):
+    """A release's host layers as the benchmark switches them (`flows.cluster.ops.host_layers`):
+    on for the candidate's arms, off for the previous release's."""
+
+    def for_role(self, role: str, arm: int) -> None:
+        """Switch the layers for arm `arm` of `role` and check their facts."""
+        ...
+
+
 @dataclass(frozen=True)
 class GateContext:
     """Everything a gate may touch: the resolved specs, the nodes, and where state lives."""
@@ -99,6 +108,10 @@ class GateContext:
     advance: Callable[[str, int, int], None] = field(
         default=lambda _what, _done, _total: None,
         metadata={"doc": "progress inside the gate: what is counted, done, total"},
+    )
+    host: HostSwitch | None = field(
+        default=None,
+        metadata={"doc": "the release's reversible host layers (None: the hosts stay as they are)"},
     )
 
 

@@ -85,6 +85,7 @@ def run_gates(
                 "release": digest_of(context.release.engine),
                 "model": digest_of(context.release.model),
                 "previous": digest_of(context.previous) if context.previous else None,
+                **({"host": _layers_digest(context)} if context.release.host else {}),
             },
         )  # fmt: skip
         run = _gate_runner(gate, context, record, results)
@@ -114,6 +115,11 @@ def run_gates(
         status = "cached" if cached else finished.outcome.value
         observer.finished(gate, status, finished.reason)
     return results
+
+
+def _layers_digest(context: GateContext) -> str:
+    """The release's host layers in a gate's key: a host change is what the gates measure."""
+    return digest_of({"host": [layer.model_dump(mode="json") for layer in context.release.host]})
 
 
 def _record_identity(record: RecordWriter) -> str:

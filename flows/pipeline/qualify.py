@@ -14,6 +14,7 @@ verdict in one line, never a traceback. Import this module only after
 from __future__ import annotations
 
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow
@@ -22,6 +23,7 @@ from prefect.states import Completed, Failed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.compare import SessionDecision
+from flows.cluster.ops.host_layers import host_layers_on
 from flows.errors import InconclusiveError, PromotionError
 from flows.gates.base import GateResult
 from flows.gates.benchmark.story import bench_headline
@@ -109,9 +111,14 @@ def qualify_flow(
         resume=not fresh,
     ) as prepared:  # fmt: skip
         record = prepared.record
-        results = run_gates(
-            prepared.context, record, prepared.build.digest, fresh=fresh, observer=stages
-        )
+        with host_layers_on(
+            cluster, release.host, prepared.held.transports, say=stages.note,
+            on_step=lambda host: record.save_json("host.json", host.model_dump(mode="json")),
+        ) as host:  # fmt: skip
+            context = replace(prepared.context, host=host) if host else prepared.context
+            results = run_gates(
+                context, record, prepared.build.digest, fresh=fresh, observer=stages
+            )
     text, failed = verdict(results)
     stages.started("verdict")
     stages.finished("verdict", verdict_status(text, failed), text)

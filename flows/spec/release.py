@@ -25,6 +25,7 @@ from flows.spec.base import (
 )
 from flows.spec.build import Build
 from flows.spec.gate_policy import KNOWN_METRICS, GatePolicy
+from flows.spec.host import HostLayer
 from flows.spec.load import load_model
 from flows.spec.release_tests import (
     PYTEST_OPTIONS,
@@ -320,6 +321,11 @@ class Release(SpecModel):
     outputs: Outputs = Field(description="Declared output change.")
     gates: Gates = Field(default=Gates(), description="Gate settings.")
     promotion: Promotion = Field(default=Promotion(), description="Promotion settings.")
+    host: list[HostLayer] = Field(
+        default=[],
+        description="Host layers this release changes on the nodes (none: the hosts stay as "
+        "they are); see docs/host-probes.md.",
+    )
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Name matches the file, previous exists, and the benchmark has something to compare."""
@@ -339,6 +345,16 @@ class Release(SpecModel):
                     f"unknown previous release {self.previous!r}",
                     f"{self.previous}.yaml next to {context.file.name}",
                 )
+            )
+        names = [layer.name for layer in self.host]
+        found.extend(
+            Problem(("host", i, "name"), f"duplicate layer {name!r}", "unique names")
+            for i, name in enumerate(names)
+            if name in names[:i]
+        )
+        if self.host and self.previous is None:
+            found.append(
+                Problem(("host",), "a host change is compared with a previous release", "previous")
             )
         if self.previous is None and self.gates.benchmark.enabled:
             found.append(

@@ -124,6 +124,8 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
         say(f"arm {index} ({role}, {release.name}): measured by the interrupted run, kept")
         return finished
     _stop_running(context)
+    if context.host is not None:  # a host change: on for the candidate, off for the previous
+        context.host.for_role(role, index)
     if hygiene is not None:
         hygiene.cool_down()
     say(f"arm {index} ({role}, {release.name}): booting")
@@ -145,6 +147,7 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
                 "role": role,
                 "build": started.session.build,
                 "boot_wall_s": round(started.wall_s, 3),
+                **({"host_layers": _layers_state(role)} if context.host is not None else {}),
             }
         }
     )
@@ -152,6 +155,11 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
     if hygiene is not None:
         hygiene.keep(arm_folder(out_dir, index, role))
     return report
+
+
+def _layers_state(role: Role) -> str:
+    """How the release's host layers stood while an arm of `role` ran."""
+    return "applied" if role == "candidate" else "reverted"
 
 
 @dataclass(frozen=True)
