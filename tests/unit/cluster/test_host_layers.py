@@ -10,6 +10,7 @@ the engine for every arm is not what is under test; switching the hosts around a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,12 +21,13 @@ import pytest
 from flows.bench.report import ArmReport
 from flows.cluster.ops.host_layers import host_layers_on
 from flows.cluster.probes.layers import HostRecord, with_layers_on
+from flows.cluster.transport.base import Transport
 from flows.cluster.transport.local import LocalTransport
 from flows.errors import ClusterError, SpecError
 from flows.gates.base import GateContext
 from flows.gates.benchmark import runner as benchmark
 from flows.gates.benchmark.summary import BenchmarkSummary
-from flows.pipeline.inputs import load_inputs
+from flows.pipeline.inputs import QualificationInputs, load_inputs
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
@@ -55,7 +57,7 @@ def _cluster_file(tmp_path: Path) -> Path:
                    probes={"facts": [KNOB_FACT]})  # fmt: skip
 
 
-def _release_file(tmp_path: Path, *layers: dict[str, Any]) -> Path:
+def release_file(tmp_path: Path, *layers: dict[str, Any]) -> Path:
     """r3: r2's build and options, with `layers` on the hosts (r2.yaml beside it)."""
     folder = tmp_path / "releases"
     write_yaml(folder / "r1.yaml", {"extends": str(ROOT / "releases/r1.yaml")})
@@ -73,7 +75,7 @@ def _transports(cluster: Cluster) -> dict[str, LocalTransport]:
 
 
 def test_a_reversible_layer_is_on_for_the_body_and_reverted_after_it(tmp_path: Path) -> None:
-    inputs = load_inputs(_release_file(tmp_path, LAYER), _cluster_file(tmp_path))
+    inputs = load_inputs(release_file(tmp_path, LAYER), _cluster_file(tmp_path))
     cluster = inputs.cluster
     saved: list[HostRecord] = []
     with host_layers_on(cluster, inputs.release.host, _transports(cluster),
@@ -87,7 +89,7 @@ def test_a_reversible_layer_is_on_for_the_body_and_reverted_after_it(tmp_path: P
 
 
 def test_a_failure_in_the_body_leaves_the_cluster_reverted(tmp_path: Path) -> None:
-    inputs = load_inputs(_release_file(tmp_path, LAYER), _cluster_file(tmp_path))
+    inputs = load_inputs(release_file(tmp_path, LAYER), _cluster_file(tmp_path))
     cluster = inputs.cluster
     with (
         pytest.raises(RuntimeError, match="a gate crashed"),
@@ -103,7 +105,7 @@ def test_a_layer_whose_facts_do_not_follow_fails_naming_node_fact_and_values(
     """An apply that does not take on one node (a read-only sysfs file, say) stops the run
     before any gate, and the cluster is reverted."""
     broken = LAYER | {"apply": ["sh", "-c", "[ {node} = local1 ] || echo 1 > {workdir}/knob"]}
-    inputs = load_inputs(_release_file(tmp_path, broken), _cluster_file(tmp_path))
+    inputs = load_inputs(release_file(tmp_path, broken), _cluster_file(tmp_path))
     cluster = inputs.cluster
     with (
         pytest.raises(ClusterError, match=r"^host layer knob-on: local1: knob-on apply: knob is 0, "
@@ -116,7 +118,7 @@ def test_a_layer_whose_facts_do_not_follow_fails_naming_node_fact_and_values(
 
 def test_a_failing_apply_command_names_the_node_and_its_output(tmp_path: Path) -> None:
     failing = LAYER | {"apply": ["sh", "-c", "echo permission denied >&2; exit 1"]}
-    inputs = load_inputs(_release_file(tmp_path, failing), _cluster_file(tmp_path))
+    inputs = load_inputs(release_file(tmp_path, failing), _cluster_file(tmp_path))
     cluster = inputs.cluster
     with (
         pytest.raises(ClusterError, match=r"knob-on: apply on local\d exited 1: permission denied"),
@@ -129,7 +131,7 @@ def test_a_layer_naming_a_fact_the_cluster_does_not_probe_is_refused_at_its_line
     tmp_path: Path,
 ) -> None:
     unknown = LAYER | {"facts": {"governor": {"expect": "performance"}}}
-    release = _release_file(tmp_path, unknown)
+    release = release_file(tmp_path, unknown)
     with pytest.raises(SpecError) as refused:
         load_inputs(release, _cluster_file(tmp_path))
     assert refused.value.exit_code == 2
@@ -153,7 +155,7 @@ def test_bad_layers_are_refused_with_their_key(
     tmp_path: Path, layer: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(SpecError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        load_model(_release_file(tmp_path, layer), Release)
+        load_model(release_file(tmp_path, layer), Release)
 
 
 def test_an_irreversible_layer_s_facts_replace_the_cluster_s_expectations() -> None:
@@ -173,14 +175,34 @@ def test_a_reversible_host_change_qualifies_with_alternating_arms(
 ) -> None:
     """The candidate's arms run with the layer on, the previous release's with it off, in one
     session (C, P, C); the knob makes the hosts 10 % faster, and the gate says so."""
-    inputs = load_inputs(_release_file(tmp_path, LAYER), _cluster_file(tmp_path))
+    inputs = load_inputs(release_file(tmp_path, LAYER), _cluster_file(tmp_path))
+    transports = dict(_transports(inputs.cluster))
+    alternating_session(inputs, transports, tmp_path, monkeypatch)
+
+
+def knobs_over(transports: Mapping[str, Transport], cluster: Cluster) -> list[str]:
+    """Every node's knob, read through its transport."""
+    return [
+        transports[node.name].run(["cat", f"{node.workdir}/knob"], check=True).stdout.strip()
+        for node in cluster.nodes
+    ]
+
+
+def alternating_session(
+    inputs: QualificationInputs,
+    transports: Mapping[str, Transport],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The benchmark gate through its real arm loop and the real layer switches on `inputs`'
+    cluster; each arm's level follows the knobs the nodes hold while it runs."""
     cluster = inputs.cluster
     seen: dict[str, list[str]] = {}
 
     def run_arm(endpoint: object, suite: object, *, label: str, **_: object) -> ArmReport:
         del endpoint, suite
-        seen[label] = _knobs(cluster)
-        level = 1.10 if seen[label] == ["1", "1"] else 1.0
+        seen[label] = knobs_over(transports, cluster)
+        level = 1.10 if set(seen[label]) == {"1"} else 1.0
         return arm(label, tps=100 * level, ttft=0.2 / level)
 
     started = SimpleNamespace(wall_s=0.1, session=SimpleNamespace(build="b" * 64))
@@ -189,7 +211,7 @@ def test_a_reversible_host_change_qualifies_with_alternating_arms(
     monkeypatch.setattr(benchmark, "run_arm", run_arm)
     context = GateContext(
         cluster=cluster, release=inputs.release, previous=inputs.previous,
-        transports=dict(_transports(cluster)), state=tmp_path / "state",
+        transports=dict(transports), state=tmp_path / "state",
         experiments=tmp_path / "experiments",
     )  # fmt: skip
     out = tmp_path / "out"
@@ -202,11 +224,29 @@ def test_a_reversible_host_change_qualifies_with_alternating_arms(
     assert summary is not None, result.reason
     assert result.outcome.value == "passed", result.reason
     assert summary.arms == ["candidate", "previous", "candidate"]
-    assert seen == {"1-candidate": ["1", "1"], "2-previous": ["0", "0"], "3-candidate": ["1", "1"]}
+    on, off = ["1"] * len(cluster.nodes), ["0"] * len(cluster.nodes)
+    assert seen == {"1-candidate": on, "2-previous": off, "3-candidate": on}
     assert {row.verdict for row in summary.points if row.gated} == {"faster"}
-    assert _knobs(cluster) == ["0", "0"]  # left as found
+    assert knobs_over(transports, cluster) == off  # left as found
     identity = json.loads((out / "arms" / "2-previous" / "arm.json").read_text())["identity"]
     assert identity["host_layers"] == "reverted"
     steps = [(s.action, s.arm) for s in saved[-1].steps]
     assert steps == [("revert", None), ("apply", None), ("apply", 1), ("revert", 2),
                      ("apply", 3), ("revert", None)]  # fmt: skip
+
+
+def test_a_host_change_runs_its_release_tests_on_the_changed_hosts(tmp_path: Path) -> None:
+    """Same build as r2, but the tests' run key covers the layers: r2's pass is not reused."""
+    from flows.gates.release_tests.runner import _where  # noqa: PLC0415 - the key's part
+
+    inputs = load_inputs(release_file(tmp_path, LAYER), _cluster_file(tmp_path))
+    context = GateContext(
+        cluster=inputs.cluster, release=inputs.release, previous=inputs.previous,
+        transports={}, state=tmp_path / "state", experiments=tmp_path / "experiments",
+    )  # fmt: skip
+    head = inputs.cluster.head.name
+    changed = _where(context, head)
+    before = _where(replace(context, release=inputs.previous), head)
+    assert changed["host"] == [layer.model_dump(mode="json") for layer in inputs.release.host]
+    assert "host" not in before
+    assert {k: v for k, v in changed.items() if k != "host"} == before
