@@ -140,6 +140,15 @@ class EarlierTestRun:
     files: dict[str, Path]
 
 
+@dataclass(frozen=True)
+class RecordedArms:
+    """The previous release's arms of its newest published record on this shape, for a
+    candidate whose hosts cannot be reverted (the cross-session rule)."""
+
+    record: str = field(metadata={"doc": "the record's folder name"})
+    folders: list[Path] = field(metadata={"doc": "its arms/<i>-candidate folders, in order"})
+
+
 class History(Protocol):
     """What gates may read of earlier records (the pipeline supplies it; gates never read
     records themselves, so `flows.record` depends on the gates and not the other way)."""
@@ -154,6 +163,10 @@ class History(Protocol):
 
     def passed_release_tests(self, context: GateContext) -> list[EarlierTestRun]:
         """The passing release-tests runs of earlier published records of this cluster."""
+        ...
+
+    def previous_arms(self, context: GateContext) -> RecordedArms | None:
+        """The previous release's arms of its newest published record on this shape."""
         ...
 
 

@@ -12,6 +12,7 @@ the same command resumes at that gate. Before each gate the cluster lock is chec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -23,7 +24,14 @@ from prefect.states import Failed
 from flows.bench.ledger import Ledger
 from flows.cluster.ops.lock import ensure_held
 from flows.errors import MachineError, SparkgateError
-from flows.gates.base import EarlierTestRun, GateContext, GateResult, Outcome, PreviousOutputs
+from flows.gates.base import (
+    EarlierTestRun,
+    GateContext,
+    GateResult,
+    Outcome,
+    PreviousOutputs,
+    RecordedArms,
+)
 from flows.gates.determinism.kept import record_hashes
 from flows.gates.harness import machine_failure, run_gate
 from flows.gates.registry import BY_NAME
@@ -169,6 +177,27 @@ class RecordHistory:
             if record.status == "published" and record.cluster_name == context.cluster.name
         )  # fmt: skip
         return [run for run in mine if run is not None]
+
+    def previous_arms(self, context: GateContext) -> RecordedArms | None:
+        """The previous release's own (candidate) arms of its newest published record on this
+        shape, each still as saved; disturbed arms aside."""
+        if context.previous is None:
+            return None
+        found = latest_record(
+            context.experiments, context.previous.name, shape=context.cluster.shape
+        )
+        stage = found.stages.get("benchmark") if found is not None else None
+        if found is None or found.folder is None or stage is None:
+            return None
+        arms = [
+            match.group(1)
+            for file in stage.files
+            if (match := re.fullmatch(r"benchmark/arms/(\d+-candidate)/arm\.json", file.path))
+            and found.saved_json(file.path) is not None
+        ]
+        arms.sort(key=lambda name: int(name.partition("-")[0]))
+        folders = [found.folder / "benchmark" / "arms" / name for name in arms]
+        return RecordedArms(found.name, folders) if folders else None
 
 
 def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> GateResult:

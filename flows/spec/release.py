@@ -249,6 +249,14 @@ class BenchmarkGate(GateSettings):
     tolerances: dict[str, Annotated[float, Field(gt=0, lt=1)]] = Field(
         default_factory=dict, description="Allowed slowdown per metric, overriding tolerance."
     )
+    cross_session_allowance_pct: float | None = Field(
+        default=None,
+        ge=0,
+        description="With an irreversible host layer the candidate is compared with the "
+        "previous release's arms of its newest record on this shape (another session): each end "
+        "of every interval is widened by this much (%) for what differs between sessions. "
+        "Required then, and stated in the record.",
+    )
 
     def policy(self) -> GatePolicy:
         """The gate policy these settings describe."""
@@ -352,6 +360,19 @@ class Release(SpecModel):
             for i, name in enumerate(names)
             if name in names[:i]
         )
+        if (
+            any(not layer.reversible for layer in self.host)
+            and self.gates.benchmark.enabled
+            and self.gates.benchmark.cross_session_allowance_pct is None
+        ):
+            found.append(
+                Problem(
+                    ("gates", "benchmark", "cross_session_allowance_pct"),
+                    "an irreversible host layer is compared with the previous release's record "
+                    "across sessions; state the allowance for what differs between sessions",
+                    "a percentage, e.g. 2",
+                )
+            )
         if self.host and self.previous is None:
             found.append(
                 Problem(("host",), "a host change is compared with a previous release", "previous")

@@ -29,6 +29,7 @@ from flows.gates.benchmark import runner as benchmark
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.inputs import QualificationInputs, load_inputs
 from flows.spec.cluster import Cluster
+from flows.spec.host import HostLayer
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
 from tests.support.overlays import overlay, write_yaml
@@ -57,13 +58,14 @@ def _cluster_file(tmp_path: Path) -> Path:
                    probes={"facts": [KNOB_FACT]})  # fmt: skip
 
 
-def release_file(tmp_path: Path, *layers: dict[str, Any]) -> Path:
+def release_file(tmp_path: Path, *layers: dict[str, Any], **settings: Any) -> Path:
     """r3: r2's build and options, with `layers` on the hosts (r2.yaml beside it)."""
     folder = tmp_path / "releases"
     write_yaml(folder / "r1.yaml", {"extends": str(ROOT / "releases/r1.yaml")})
     write_yaml(folder / "r2.yaml", {"extends": str(ROOT / "releases/r2.yaml")})
     return overlay(folder / "r3.yaml", "releases/r2.yaml", name="r3", previous="r2",
-                   description="the knob on every node", host=list(layers))  # fmt: skip
+                   description="the knob on every node", host=list(layers),
+                   **settings)  # fmt: skip
 
 
 def _knobs(cluster: Cluster) -> list[str]:
@@ -161,10 +163,10 @@ def test_bad_layers_are_refused_with_their_key(
 def test_an_irreversible_layer_s_facts_replace_the_cluster_s_expectations() -> None:
     cluster = load_model(ROOT / "config/local.yaml", Cluster)
     fact = cluster.probes.facts[0]
-    layer = {"name": "new", "reversible": False, "facts": {fact.name: {"expect": "X"}}}
-    on = with_layers_on(cluster, [Release.model_validate(
-        {**load_model(ROOT / "releases/r2.yaml", Release).model_dump(), "host": [layer]}
-    ).host[0]])  # fmt: skip
+    layer = HostLayer.model_validate(
+        {"name": "new", "reversible": False, "facts": {fact.name: {"expect": "X"}}}
+    )
+    on = with_layers_on(cluster, [layer])
     changed = on.probes.facts[0]
     assert (changed.expect, changed.pattern, changed.argv) == ("X", None, fact.argv)
     assert on.probes.facts[1:] == cluster.probes.facts[1:]
