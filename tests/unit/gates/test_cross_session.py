@@ -21,6 +21,7 @@ from flows.gates.base import GateContext, Outcome, RecordedArms
 from flows.gates.benchmark import runner as benchmark
 from flows.gates.benchmark.cross_rules import RULE, estimate
 from flows.gates.benchmark.recompute import benchmark_problems
+from flows.gates.benchmark.story import cross_session_line
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.gate_loop import RecordHistory
 from flows.pipeline.inputs import QualificationInputs, load_inputs
@@ -108,6 +109,11 @@ def test_an_irreversible_change_is_compared_with_the_recorded_arms_and_says_how(
     assert tps.change == pytest.approx(10.0)
     assert (tps.low, tps.high) == (pytest.approx(8.0), pytest.approx(12.0))  # +-2 % stated
     assert benchmark_problems(out, summary, 4) == []
+    assert cross_session_line(summary) == (
+        "Compared across sessions (the hosts changed irreversibly): the previous release's 2 "
+        "arms of record `2026-12-01-r2` (kept under arms/recorded-*); " + RULE + ": 2 % on each "
+        "side."
+    )
 
 
 def test_the_allowance_keeps_a_small_slowdown_from_passing_across_sessions(
@@ -205,3 +211,12 @@ def test_the_recorded_arms_are_the_previous_release_s_own_arms_still_as_saved(
     again = RecordHistory().previous_arms(context)
     assert again is not None
     assert [folder.name for folder in again.folders] == ["1-candidate"]
+
+
+def test_the_record_names_each_host_layer_and_its_facts() -> None:
+    from flows.record.readme import _layer_line  # noqa: PLC0415 - one line of the README
+
+    assert _layer_line(KERNEL | {"facts": {"knob": {"at_least": 1, "expect": None}}}) == (
+        "- Host layer `kernel-next` (irreversible): a new kernel, already booted on every node; "
+        "facts after it: knob at least 1 (every switch and its readings: `host.json`)"
+    )
