@@ -252,3 +252,23 @@ def test_a_host_change_runs_its_release_tests_on_the_changed_hosts(tmp_path: Pat
     assert changed["host"] == [layer.model_dump(mode="json") for layer in inputs.release.host]
     assert "host" not in before
     assert {k: v for k, v in changed.items() if k != "host"} == before
+
+
+def test_the_plan_shows_each_node_s_layer_commands_after_distribute(tmp_path: Path) -> None:
+    from flows.pipeline.plan import qualification_plan  # noqa: PLC0415 - the plan's one use
+
+    inputs = load_inputs(release_file(tmp_path, LAYER), _cluster_file(tmp_path))
+    plan = qualification_plan(inputs, tmp_path / "experiments")
+    stages = list(dict.fromkeys(step.stage for step in plan.steps))
+    assert stages.index("host") == stages.index("distribute") + 1
+    [first, second] = [step for step in plan.steps if step.stage == "host"]
+    assert (first.node, second.node) == ("local0", "local1")
+    [layer] = second.detail["layers"]
+    assert layer == {
+        "name": "knob-on", "reversible": True, "facts": {"knob": {"at_least": 1}},
+        "apply": f"sh -c 'echo 1 > {tmp_path}/local1/knob'",
+        "revert": f"sh -c 'echo 0 > {tmp_path}/local1/knob'",
+    }  # fmt: skip
+    (tmp_path / "again").mkdir()
+    r2 = load_inputs(tmp_path / "releases" / "r2.yaml", _cluster_file(tmp_path / "again"))
+    assert "host" not in {step.stage for step in qualification_plan(r2, tmp_path).steps}
