@@ -12,7 +12,6 @@ the same command resumes at that gate. Before each gate the cluster lock is chec
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -36,6 +35,7 @@ from flows.gates.determinism.kept import record_hashes
 from flows.gates.harness import machine_failure, run_gate
 from flows.gates.registry import BY_NAME
 from flows.gates.release_tests.kept import passed_run
+from flows.pipeline.previous import recorded_arms
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record
 from flows.record.aa_ledger import ledger_for
@@ -180,24 +180,10 @@ class RecordHistory:
 
     def previous_arms(self, context: GateContext) -> RecordedArms | None:
         """The previous release's own (candidate) arms of its newest published record on this
-        shape, each still as saved; disturbed arms aside."""
+        shape, each still as saved (`flows.pipeline.previous.recorded_arms`)."""
         if context.previous is None:
             return None
-        found = latest_record(
-            context.experiments, context.previous.name, shape=context.cluster.shape
-        )
-        stage = found.stages.get("benchmark") if found is not None else None
-        if found is None or found.folder is None or stage is None:
-            return None
-        arms = [
-            match.group(1)
-            for file in stage.files
-            if (match := re.fullmatch(r"benchmark/arms/(\d+-candidate)/arm\.json", file.path))
-            and found.saved_json(file.path) is not None
-        ]
-        arms.sort(key=lambda name: int(name.partition("-")[0]))
-        folders = [found.folder / "benchmark" / "arms" / name for name in arms]
-        return RecordedArms(found.name, folders) if folders else None
+        return recorded_arms(context.experiments, context.previous.name, context.cluster.shape)
 
 
 def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> GateResult:

@@ -34,7 +34,11 @@ from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.inputs import inputs_for
 from flows.pipeline.notify import label_verdict
 from flows.pipeline.prelude import prepared_cluster, versions
-from flows.pipeline.previous import benchmarked_previous, require_previous
+from flows.pipeline.previous import (
+    benchmarked_previous,
+    require_previous,
+    require_recorded_arms,
+)
 from flows.pipeline.quiet_logs import quiet_failed_states
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.stages import GATES, QUALIFIED, verdict
@@ -103,6 +107,7 @@ def qualify_flow(
     label_current_run(run_title("qualify", release, cluster), run_tags(release, previous, cluster))
     experiments = project_root() / "experiments"
     require_previous(experiments, inputs.release_file, release, previous, cluster)
+    require_recorded_arms(experiments, inputs.release_file, release, cluster)
     previous = benchmarked_previous(experiments, inputs.release_file, release, previous, cluster)
     stages = StageClock(observer_of_run())
     stages.finished("validate", "passed", f"{release.name} on {cluster.name}")

@@ -16,7 +16,7 @@ import pytest
 
 from flows.bench.report import ArmReport, write_arm
 from flows.cluster.ops.host_layers import host_layers_on
-from flows.errors import ClusterError, SpecError
+from flows.errors import ClusterError, MissingPreviousError, SpecError
 from flows.gates.base import GateContext, Outcome, RecordedArms
 from flows.gates.benchmark import runner as benchmark
 from flows.gates.benchmark.cross_rules import RULE, estimate
@@ -25,6 +25,7 @@ from flows.gates.benchmark.story import cross_session_line
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.gate_loop import RecordHistory
 from flows.pipeline.inputs import QualificationInputs, load_inputs
+from flows.pipeline.previous import require_recorded_arms
 from flows.record.writer import open_record
 from flows.spec.load import load_model
 from flows.spec.release import BenchmarkGate, Release
@@ -206,6 +207,8 @@ def test_the_recorded_arms_are_the_previous_release_s_own_arms_still_as_saved(
     assert found is not None
     assert found.record == writer.path.name
     assert [folder.name for folder in found.folders] == ["1-candidate", "3-candidate"]
+    require_recorded_arms(experiments, tmp_path / "releases" / "r3.yaml", inputs.release,
+                          inputs.cluster)  # fmt: skip
     edited = writer.path / "benchmark" / "arms" / "3-candidate" / "arm.json"
     edited.write_text(edited.read_text().replace('"label"', '"label" ', 1))
     again = RecordHistory().previous_arms(context)
@@ -220,3 +223,30 @@ def test_the_record_names_each_host_layer_and_its_facts() -> None:
         "- Host layer `kernel-next` (irreversible): a new kernel, already booted on every node; "
         "facts after it: knob at least 1 (every switch and its readings: `host.json`)"
     )
+
+
+def test_qualify_refuses_an_irreversible_change_with_no_recorded_arms_before_it_starts(
+    tmp_path: Path,
+) -> None:
+    inputs = _inputs(tmp_path)
+    with pytest.raises(MissingPreviousError) as refused:
+        require_recorded_arms(tmp_path / "experiments", inputs.release_file, inputs.release,
+                              inputs.cluster)  # fmt: skip
+    assert refused.value.exit_code == 2
+    assert str(refused.value).startswith(
+        "r3 changes the hosts irreversibly, so its benchmark compares its arms with r2's arms of "
+        "its newest published record on tp2-local, and "
+    )
+    assert str(refused.value).endswith(f"-c {inputs.cluster.name}`)")
+
+
+def test_the_plan_of_an_irreversible_change_shows_candidate_arms_and_the_rule(
+    tmp_path: Path,
+) -> None:
+    from flows.pipeline.plan import qualification_plan  # noqa: PLC0415 - the plan's one use
+
+    inputs = _inputs(tmp_path)
+    [step] = [s for s in qualification_plan(inputs, tmp_path).steps if s.stage == "benchmark"]
+    assert step.detail["arms"] == ["candidate (r3)", "candidate (r3)"]
+    assert step.detail["compared with"] == "r2's arms of its newest published record on tp2-local"
+    assert step.detail["rule"] == f"{RULE}: 2 % on each side"
