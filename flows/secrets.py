@@ -348,6 +348,11 @@ def _free_text(text: str, hidden: list[str]) -> str:
     return _BEARER.sub(keep, text)
 
 
+def credential(value: str) -> str:
+    """A secret header's value without its scheme word (`Bearer X` -> X): what to scrub."""
+    return _credential(value)
+
+
 def _credential(value: str) -> str:
     """A header's secret without its scheme word (`Bearer X` -> X), to scrub it anywhere."""
     return _SCHEME.sub("", value)

@@ -30,6 +30,7 @@ CLIENT_METRICS: dict[str, list[str]] = {
     "prefill": ["prefill_tps"],
     "step_grid": ["step_geomean_ms"],
     "prefix": ["cold_ttft_s", "warm_ttft_s"],
+    "session": ["ttft_s", "tpot_ms"],
 }
 """The client-observed metrics compared for each workload kind."""
 

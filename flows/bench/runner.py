@@ -30,9 +30,12 @@ from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
 from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_TPOT
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
+from flows.bench.session_file import Session, read_session
+from flows.bench.session_replay import replay, salt_for, session_metrics, turn_numbers
 from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
+from flows.fileio import sha256_file
 from flows.lines import LineSink, silent
 from flows.spec.gate_policy import ENGINE_LEVEL
 from flows.spec.suite import (
@@ -40,6 +43,7 @@ from flows.spec.suite import (
     Poisson,
     Prefill,
     Prefix,
+    SessionReplay,
     SingleStream,
     StepGrid,
     Suite,
@@ -76,6 +80,8 @@ class ArmContext:
     on_sample: Tick = _no_tick
     samples_done: int = 0
     samples_planned: int = 0
+    point_info: dict[str, dict[str, JsonValue]] = field(default_factory=dict)
+    """What a point's samples came from beyond the suite (a session file's digest)."""
 
     def __post_init__(self) -> None:
         self.processes = self.suite.client.processes
@@ -297,6 +303,24 @@ def _prefix(ctx: ArmContext, w: Prefix) -> SampleFn:
     return run
 
 
+def _session(ctx: ArmContext, w: SessionReplay, session: Session) -> SampleFn:
+    def run(key: str) -> Measured:
+        results = replay(
+            session,
+            send=lambda spec: ctx.send([Scheduled(spec=spec)])[0],
+            scrape=lambda: ctx.endpoint.wait_idle(ctx.suite.idle.timeout_s),
+            model=ctx.model,
+            pace=w.pace,
+            max_gap_s=w.max_gap_s,
+            salt=salt_for(ctx.prompts.nonce, key),  # a cold start, same length in every arm
+            turns=w.turns,
+            default_tokens=w.max_tokens,
+        )
+        return session_metrics([turn_numbers(r) for r in results]), [r.receipt for r in results]
+
+    return run
+
+
 def plan(ctx: ArmContext) -> Planned:
     """(workload kind, workload name, [(point name, sample function)]) in suite order."""
     out: Planned = []
@@ -315,6 +339,11 @@ def plan(ctx: ArmContext) -> Planned:
                 points = [(f"{w.name}/grid", _step(ctx, w))]
             case Prefix():
                 points = [(f"{w.name}/{w.prompt_tokens}", _prefix(ctx, w))]
+            case SessionReplay():
+                point, session = f"{w.name}/{w.file.stem}", read_session(w.file)
+                ctx.point_info[point] = {"session_sha256": sha256_file(w.file),
+                                         "session_turns": len(session.turns)}  # fmt: skip
+                points = [(point, _session(ctx, w, session))]
         out.append((w.kind, w.name, points))
     return out
 
@@ -341,7 +370,10 @@ def _run_workload(
             gate=compared_metrics(kind, samples_),
             samples=samples_,
             warmup=warmups[name],
-            info={"failed_requests": sum(not r.ok for s in samples_ for r in s.receipts)},
+            info={
+                "failed_requests": sum(not r.ok for s in samples_ for r in s.receipts),
+                **ctx.point_info.get(name, {}),
+            },
         )
         for name, samples_ in collected.items()
     }

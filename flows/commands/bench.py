@@ -19,6 +19,10 @@ from flows.ui.console import err_console, out_console
 
 if TYPE_CHECKING:
     from flows.bench.report import ArmReport
+    from flows.engine_api.endpoint import Endpoint
+
+DRAFT_KEYS = ("spec_drafts", "spec_accepted_tokens")
+"""Profile keys of the draft counters, read where an engine profile names them."""
 
 bench_app = typer.Typer(help="Benchmark arms: run, import, compare.", no_args_is_help=True)
 
@@ -48,6 +52,30 @@ def suite_path(option: str) -> Path:
     return project_root() / "config" / "suites" / f"{option}.yaml"
 
 
+def _endpoint(url: str, engine: Path | None, api_key: str | None) -> Endpoint:
+    """The endpoint with the metric names of an engine profile (the bundled engine's if none):
+    the ones every arm needs, and the optional ones (prefix cache, drafts) where named."""
+    from flows.engine_api.endpoint import DEFAULT_METRICS, Endpoint  # noqa: PLC0415
+    from flows.engine_api.metrics import OPTIONAL_METRICS, scrape_names  # noqa: PLC0415
+
+    if engine is None:
+        return Endpoint(url, api_key=api_key)
+    from flows.spec.engine import EngineProfile  # noqa: PLC0415
+    from flows.spec.load import load_model  # noqa: PLC0415
+
+    profile = load_model(engine, EngineProfile).metrics
+    wanted = profile.model_dump(exclude={"path"})
+    names = {k: wanted[k] for k in DEFAULT_METRICS if isinstance(wanted.get(k), str)}
+    optional = scrape_names({k: wanted.get(k) for k in (*OPTIONAL_METRICS, *DRAFT_KEYS)})
+    return Endpoint(
+        url,
+        api_key=api_key,
+        metric_names=names,
+        metrics_path=profile.path,
+        optional_names=optional,
+    )
+
+
 @bench_app.command("run")
 def run_command(  # noqa: PLR0917 - typer maps parameters to options
     url: Annotated[str, typer.Argument(help="base URL of an OpenAI-compatible endpoint")],
@@ -64,21 +92,11 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     """Run one arm of a suite against a live endpoint and write its receipts."""
     from flows.bench.report import write_arm  # noqa: PLC0415
     from flows.bench.runner import run_arm  # noqa: PLC0415
-    from flows.engine_api.endpoint import DEFAULT_METRICS, Endpoint  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.suite import Suite  # noqa: PLC0415
 
     spec = load_model(suite_path(suite), Suite)
-    names = None
-    metrics_path = "/metrics"
-    if engine is not None:
-        from flows.spec.engine import EngineProfile  # noqa: PLC0415
-
-        profile = load_model(engine, EngineProfile).metrics
-        metrics_path = profile.path
-        wanted = profile.model_dump(exclude={"path"})
-        names = {k: wanted[k] for k in DEFAULT_METRICS if isinstance(wanted.get(k), str)}
-    endpoint = Endpoint(url, api_key=api_key, metric_names=names, metrics_path=metrics_path)
+    endpoint = _endpoint(url, engine, api_key)
     arm = run_arm(
         endpoint,
         spec,
@@ -228,6 +246,98 @@ def ledger_add_command(
     ledger = read_ledger(ledger_path).with_session(_load_arm(first), _load_arm(second))
     write_ledger(ledger, ledger_path)
     err_console.print(f"{ledger_path}: {len(ledger.sessions)} A/A sessions")
+
+
+@bench_app.command("record")
+def record_command(  # noqa: PLR0917 - typer maps parameters to options
+    upstream: Annotated[str, typer.Argument(help="base URL of the endpoint to record in front of")],
+    out: Annotated[Path, typer.Option("--out", help="new session file (JSON Lines) to write")],
+    port: Annotated[int, typer.Option(help="port the proxy listens on")] = 8001,
+    host: Annotated[str, typer.Option(help="address the proxy listens on")] = "127.0.0.1",
+    secret_env: Annotated[
+        list[str] | None,
+        typer.Option("--secret-env", help="environment variable whose value is redacted too"),
+    ] = None,
+    turns: Annotated[
+        int | None, typer.Option(min=1, help="stop after this many turns (default: Ctrl-C)")
+    ] = None,
+    note: Annotated[str, typer.Option(help="what is being recorded, kept in the header")] = "",
+) -> None:
+    """Record a working session: a proxy that forwards to UPSTREAM and appends every exchange."""
+    import os  # noqa: PLC0415
+
+    from flows.bench.session_proxy import record_session  # noqa: PLC0415
+    from flows.secrets import Secrets  # noqa: PLC0415
+
+    names = secret_env or []
+    values = tuple(os.environ[name] for name in names if os.environ.get(name))
+    recorded = record_session(
+        upstream,
+        out,
+        host=host,
+        port=port,
+        secrets=Secrets(frozenset(names), values),
+        stop_after=turns,
+        note=note,
+        say=lambda line: err_console.print(line, markup=False, highlight=False),
+    )
+    err_console.print(f"{recorded} turns -> {out}", markup=False)
+
+
+@bench_app.command("replay")
+def replay_command(  # noqa: PLR0917 - typer maps parameters to options
+    url: Annotated[str, typer.Argument(help="base URL of the endpoint to replay against")],
+    session: Annotated[Path, typer.Argument(help="a session file from `bench record`")],
+    pace: Annotated[
+        str, typer.Option(help="back_to_back, or recorded (wait the recorded gaps)")
+    ] = "back_to_back",
+    max_gap_s: Annotated[float, typer.Option(help="longest recorded gap waited")] = 60.0,
+    turns: Annotated[int | None, typer.Option(min=1, help="replay only the first N")] = None,
+    engine: Annotated[
+        Path | None, typer.Option(help="engine profile YAML whose metric names to use")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="SPARKGATE_API_KEY", help="bearer token")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the turns as JSON on stdout")
+    ] = False,
+) -> None:
+    """Replay a recorded session turn by turn and print each turn's numbers."""
+    import uuid  # noqa: PLC0415
+
+    from flows.bench.client import Client, Scheduled  # noqa: PLC0415
+    from flows.bench.session_file import read_session  # noqa: PLC0415
+    from flows.bench.session_present import share_line, turn_table  # noqa: PLC0415
+    from flows.bench.session_replay import replay, salt_for, turn_numbers  # noqa: PLC0415
+
+    if pace not in ("back_to_back", "recorded"):
+        raise SpecError(f"unknown pace {pace!r}", key="--pace", expected="back_to_back or recorded")
+    recorded = read_session(session)
+    endpoint = _endpoint(url, engine, api_key)
+    model = next(iter(endpoint.models()), None)
+    client = Client(endpoint.base_url, api_key=api_key)
+    try:
+        results = replay(
+            recorded,
+            send=lambda spec: client.run([Scheduled(spec=spec)])[0][0],
+            scrape=lambda: endpoint.wait_idle(60.0),
+            model=model,
+            pace="recorded" if pace == "recorded" else "back_to_back",
+            max_gap_s=max_gap_s,
+            salt=salt_for(uuid.uuid4().hex),
+            turns=turns,
+        )
+    finally:
+        client.close()
+    numbers = [turn_numbers(r) for r in results]
+    err_console.print(turn_table(numbers, f"{session.name} at {endpoint.base_url}"))
+    err_console.print(share_line(numbers), markup=False)
+    if as_json:
+        out_console.print_json(json.dumps([n.model_dump() for n in numbers]))
+    failed = [n.turn for n in numbers if not n.ok]
+    if failed:
+        raise GateFailedError(f"{len(failed)} turn(s) failed: {failed[:10]}")
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.commands.cluster import ClusterOption, JsonOption, cluster_path
+from flows.commands.signals import terminate_as_interrupt
 from flows.errors import GateFailedError, InconclusiveError, PromotionError, SparkgateError
 from flows.names import release_path
 from flows.stages import STAGE_TITLES, STAGES
@@ -34,6 +35,7 @@ from flows.ui.console import err_console, out_console
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import State
 
+    from flows.pipeline.announce import Announcer
     from flows.pipeline.plan import QualificationPlan
     from flows.pipeline.qualify import QualifyOutcome
     from flows.ui.board import StageBoard
@@ -100,13 +102,16 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     require_previous(experiments, inputs.release_file, chosen, inputs.previous, spec)
     require_recorded_arms(experiments, inputs.release_file, chosen, spec)
     prefect_environment()
+    from flows.pipeline.announce import embedded_announcer  # noqa: PLC0415
     from flows.pipeline.events import current_observer  # noqa: PLC0415
     from flows.pipeline.qualify import qualify_flow, refusals  # noqa: PLC0415 - imports prefect
 
     title = f"qualify {chosen.name} on {spec.name}"
     refused: list[QualifyOutcome] = []
-    with watched_run(title, verbose=verbose) as board:
-        token, handed = current_observer.set(board), given_inputs.set(inputs)
+    # SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: cleaned up, announced
+    with terminate_as_interrupt(), watched_run(title, verbose=verbose) as board:
+        announcer = embedded_announcer(board, inputs, warn=_warn)
+        token, handed = current_observer.set(announcer or board), given_inputs.set(inputs)
         told = refusals.set(refused)
         try:
             state = qualify_flow(
@@ -114,7 +119,9 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
                 not no_wait,
                 return_state=True,
             )  # fmt: skip
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
+            if announcer is not None:
+                announcer.ended("Crashed", f"{chosen.name} interrupted ({str(stop) or 'Ctrl-C'})")
             err_console.print(
                 f"interrupted: `sparkgate qualify {release}` again resumes at the first gate "
                 "without a result (--fresh starts over)",
@@ -126,7 +133,7 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
             refusals.reset(told)
             given_inputs.reset(handed)
             current_observer.reset(token)
-    outcome = refused[-1] if refused else _outcome(chosen.name, state)
+    outcome = _announced(chosen.name, state, refused, announcer)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
     conclude(chosen.name, outcome, str(state.message))
@@ -176,6 +183,30 @@ def verdict_error(outcome: QualifyOutcome, message: str) -> SparkgateError | Non
     if outcome.failed_gate is not None:
         return GateFailedError(message)
     return None
+
+
+def _announced(
+    release: str, state: State[Any], refused: list[QualifyOutcome], announcer: Announcer | None
+) -> QualifyOutcome:
+    """The run's outcome; an embedded run that failed, was refused, crashed or ended
+    inconclusive says so to the project's webhook (`sparkgate notify`) first."""
+    from flows.pipeline.qualify import INCONCLUSIVE_STATE  # noqa: PLC0415 - imports prefect
+
+    try:
+        outcome = refused[-1] if refused else _outcome(release, state)
+    except SparkgateError as error:  # an exception in the flow: no outcome to publish
+        if announcer is not None:
+            announcer.ended("Crashed" if state.is_crashed() else "Failed", str(error))
+        raise
+    ended = "Failed" if refused else state.name
+    if announcer is not None and ended in ("Failed", "Crashed", INCONCLUSIVE_STATE):
+        said = outcome.promotion if refused else str(state.message or "")
+        announcer.ended(ended, said, outcome.record)
+    return outcome
+
+
+def _warn(line: str) -> None:
+    err_console.print(line, markup=False, highlight=False)
 
 
 def _outcome(release: str, state: State[Any]) -> QualifyOutcome:

@@ -11,10 +11,10 @@ import json
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from flows.engine_api.metrics import DEFAULT_METRICS, parse_prometheus
+from flows.engine_api.metrics import DEFAULT_METRICS, OPTIONAL_METRICS, parse_prometheus
 from flows.engine_api.wire import ModelList, TokenizeResponse
 from flows.errors import BenchError
 
@@ -23,13 +23,18 @@ __all__ = ["DEFAULT_METRICS", "Endpoint", "parse_prometheus"]
 
 @dataclass
 class Endpoint:
-    """An OpenAI-compatible server: base URL, optional API key, metric names."""
+    """An OpenAI-compatible server: base URL, optional API key, metric names.
+
+    `optional_names` are read when the server exports them and never reported missing (the
+    prefix-cache counters, say, which only a session replay needs).
+    """
 
     base_url: str
     api_key: str | None = None
     metric_names: dict[str, str] | None = None
     metrics_path: str = "/metrics"
     timeout_s: float = 30.0
+    optional_names: dict[str, str] = field(default_factory=lambda: dict(OPTIONAL_METRICS))
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
@@ -69,7 +74,7 @@ class Endpoint:
 
     def metrics(self) -> dict[str, float]:
         """The mapped metrics (running, waiting, token counters) that the server exports."""
-        names = self.metric_names or DEFAULT_METRICS
+        names = {**self.optional_names, **(self.metric_names or DEFAULT_METRICS)}
         values = parse_prometheus(self.metrics_text())
         return {key: values[name] for key, name in names.items() if name in values}
 

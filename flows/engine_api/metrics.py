@@ -41,6 +41,13 @@ DEFAULT_METRICS = scrape_names(
     }
 )
 
+OPTIONAL_METRICS = {
+    "prefix_cache_queries": "sparkengine_prefix_cache_queries_total",
+    "prefix_cache_hits": "sparkengine_prefix_cache_hits_total",
+}
+"""Read when exported, never reported missing: the prefix-cache counters a session replay checks
+its cached share against."""
+
 
 def engine_step_times(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """Mean engine step time (ms) between two scrapes, wall and CPU, and the mean time per

@@ -70,8 +70,13 @@ def nightly_qualification(
         return Failed(message=f"{NIGHTLY_FAILED} {release} on {cluster}: {said}")
     title = run_title("nightly qualify", chosen, target)
     label_current_run(title, run_tags(chosen, previous, target))
-    # Called as a subflow, a qualification that ends Failed raises: what returns is the outcome.
-    return qualify_flow(str(release_file), str(cluster_file), fresh, wait)
+    # Called as a subflow, a qualification that ends Failed would raise, and this run would end
+    # "encountered an exception: FailedRun: ..."; it ends Failed with the same one line instead
+    # (not announced twice: the automation announces the qualification's run).
+    ended = qualify_flow(str(release_file), str(cluster_file), fresh, wait, return_state=True)
+    if ended.is_failed() or ended.is_crashed():
+        return Failed(message=ended.message or f"{title}: {ended.name}")
+    return ended.result()
 
 
 def nightly_tags(release: str, cluster: str) -> list[str]:

@@ -8,7 +8,8 @@ posts a JSON body naming the run, its release and cluster (from the run's tags),
 the verdict and benchmark headline the run labelled itself with, a one-line message, and the
 run's URL in the UI.
 Automations run on a Prefect server (`prefect server start`, PREFECT_API_URL), not on the
-embedded one that lives only as long as one command.
+embedded one that lives only as long as one command: an embedded run posts the same body
+itself (`flows.pipeline.announce`).
 
 The server calls the URL, so a URL that reaches an address inside its network is a server-side
 request forgery: unless `--allow-private`, every address the host resolves to must be public

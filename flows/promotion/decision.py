@@ -8,10 +8,12 @@ other one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 
@@ -72,6 +74,7 @@ def decide_promotion(
             inconclusive=undecided,
         )  # fmt: skip
         append_log(project_root(), entry)
+        fail_expired_pause(message)
         raise (InconclusiveError if undecided else PromotionError)(message) from error
     if answer is None:  # pragma: no cover - pause_flow_run with an input always returns one
         raise PromotionError(f"{release.name}: the decision came back empty")
@@ -94,10 +97,11 @@ def decide_promotion(
 
 
 def accepting_hint(release: str) -> str:
-    """The line a paused inconclusive run adds: approving it needs a reason."""
+    """The lines a paused inconclusive run adds: approving it needs a reason (the command on a
+    line of its own, as the prompt's are, so it pastes whole)."""
     return (
-        f"the benchmark of {release} was inconclusive: approving it needs a reason, "
-        f'sparkgate approve {release} --accept-inconclusive "REASON"'
+        f"the benchmark of {release} was inconclusive: approving it needs a reason:\n"
+        f'  sparkgate approve {release} --accept-inconclusive "REASON"'
     )
 
 
@@ -138,6 +142,27 @@ def no_decision(
         f"with `sparkgate promote {release_file}{on}{accept}`"
     )
     return entry, message
+
+
+def fail_expired_pause(message: str) -> None:
+    """End the running flow run Failed with `message` now, itself.
+
+    Once a pause has expired, Prefect's server refuses every later state of the run and fails
+    it with its own words ("The flow was failed and never resumed."), so the Failed state the
+    flow returns, which names the reason, would never be the run's state message in the UI.
+    Forced, it is (the flow's own Failed follows it and changes nothing). Nothing outside a
+    flow run; a server that cannot be reached leaves Prefect's words (the run's log still
+    names the reason).
+    """
+    from prefect.client.orchestration import get_client  # noqa: PLC0415
+    from prefect.context import FlowRunContext  # noqa: PLC0415
+    from prefect.states import Failed  # noqa: PLC0415
+
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    with contextlib.suppress(OSError, httpx.HTTPError), get_client(sync_client=True) as client:
+        client.set_flow_run_state(context.flow_run.id, Failed(message=message), force=True)
 
 
 def described_record(path: Path) -> Record | None:

@@ -125,21 +125,27 @@ def decision_prompt(
     """What a waiting qualification shows a person: the commands that answer it, as they run
     when pasted into another terminal (with PREFECT_API_URL when the run is on a server), how
     long it waits, and the UI's Resume form when there is a UI."""
-    name = _reference(Path(release_file), "releases")
-    on = f" -c {_reference(Path(cluster_file), 'config')}" if cluster_file else ""
-    env = f"PREFECT_API_URL={shlex.quote(server)} " if server else ""
+    approve, reject = decision_commands(release_file, cluster_file, server=server)
     waits = (
         f"{release} waits for your decision, up to {_duration(timeout_s)} (promotion.timeout_s; "
         "after that, `sparkgate promote` can still decide). Run one of:"
     )
-    lines = [
-        waits,
-        f"  {env}sparkgate approve {name}{on}",
-        f'  {env}sparkgate reject {name}{on} --reason "..."',
-    ]
+    lines = [waits, f"  {approve}", f'  {reject} --reason "..."']
     if ui_link:
         lines.append(f"or answer the Resume form in the Prefect UI: {ui_link}")
     return "\n".join(lines)
+
+
+def decision_commands(
+    release_file: str, cluster_file: str | None, *, server: str | None = None
+) -> tuple[str, str]:
+    """`sparkgate approve ...` and `sparkgate reject ...` (its --reason still to add) for the
+    run of `release_file` on `cluster_file`, as they run when pasted into a shell of the project
+    (with PREFECT_API_URL first when the run is on a server)."""
+    name = _reference(Path(release_file), "releases")
+    on = f" -c {_reference(Path(cluster_file), 'config')}" if cluster_file else ""
+    env = f"PREFECT_API_URL={shlex.quote(server)} " if server else ""
+    return f"{env}sparkgate approve {name}{on}", f"{env}sparkgate reject {name}{on}"
 
 
 def waiting_prompt(

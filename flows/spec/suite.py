@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from flows.errors import SpecError
-from flows.spec.base import Problem, SpecContext, SpecModel
+from flows.spec.base import Problem, SpecContext, SpecModel, SpecPath
 from flows.spec.gate_policy import KNOWN_METRICS
 
 
@@ -119,8 +119,25 @@ class Prefix(_Workload):
     max_tokens: int = Field(default=1, ge=1, description="Output tokens per request.")
 
 
+class SessionReplay(_Workload):
+    """A recorded session (`sparkgate bench record`) replayed turn by turn: per-turn prompt and
+    cached tokens, TTFT, prefill and decode speed; mean TTFT and time per output token compared."""
+
+    kind: Literal["session"] = Field(description="session")
+    file: SpecPath = Field(description="The session file (JSON Lines), relative to this file.")
+    pace: Literal["back_to_back", "recorded"] = Field(
+        default="back_to_back",
+        description="Send each turn when the previous ends, or after the recorded idle gap.",
+    )
+    max_gap_s: float = Field(default=60.0, ge=0, description="Longest recorded gap waited.")
+    turns: int | None = Field(default=None, ge=1, description="Replay only the first N turns.")
+    max_tokens: int = Field(
+        default=64, ge=1, description="Output tokens of a turn whose recording says none."
+    )
+
+
 Workload = Annotated[
-    SingleStream | ClosedLoop | Poisson | Prefill | StepGrid | Prefix,
+    SingleStream | ClosedLoop | Poisson | Prefill | StepGrid | Prefix | SessionReplay,
     Field(discriminator="kind"),
 ]
 

@@ -6,7 +6,8 @@ stage transition is one plain line. It is a `StageObserver` (flows.stages): the 
 reports stage events to it and keeps its own times; nothing here knows about Prefect runs or gates.
 
 When the run waits for a person, the prompt (how to answer) is the last thing on screen: below
-the live table with the time waited so far, or, in plain output, the last lines printed. The
+the live table with the time waited so far, each command whole and pasteable at the terminal's
+width (`flows.ui.prompt`), or, in plain output, the last lines printed. The
 verdict row shows its status only: the command states the verdict once, when the run ends.
 """
 
@@ -24,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flows.stages import STAGE_TITLES, STAGES
+from flows.ui.prompt import fit_prompt
 
 VERDICT = "verdict"
 
@@ -118,8 +120,12 @@ class StageBoard:
         self.console.print(escape(line), highlight=False)
 
     def waiting(self, prompt: str) -> None:
-        """Show `prompt` last: below the live table, else as the last lines printed."""
-        self._prompt = (prompt, time.monotonic())
+        """Show `prompt` last: below the live table, else as the last lines printed; a second
+        prompt while one waits (a hint) goes below the first."""
+        if self._prompt is not None:
+            self._prompt = (f"{self._prompt[0]}\n{prompt}", self._prompt[1])
+        else:
+            self._prompt = (prompt, time.monotonic())
         if self._live is not None:
             self._live.refresh()
             return
@@ -132,7 +138,8 @@ class StageBoard:
         if self._prompt is None:
             return table
         prompt, since = self._prompt
-        asked = Group(Text(prompt), Text(f"waiting {_clock(time.monotonic() - since)}", "dim"))
+        fitted = fit_prompt(prompt, self.console.width)  # each command pasteable as shown
+        asked = Group(Text(fitted), Text(f"waiting {_clock(time.monotonic() - since)}", "dim"))
         lines = self.console.render_lines
         options = self.console.options
         if len(lines(table, options)) + len(lines(asked, options)) > self.console.height:

@@ -5,7 +5,9 @@ local webhook, with a one-line message and the run's UI link.
 real `sparkgate qualify`, run from a terminal with PREFECT_API_URL set, on a private two-node
 cluster: a trimmed r1 that pauses for a decision nobody gives within 5 s (announced Paused with
 the verdict and the commands that decide, then Failed), and crash-on-boot, which fails at its
-first boot. The nightly deployment's flow fails on a release name that loads no spec. The
+first boot. The nightly deployment's flow fails on a release name that loads no spec. A nightly
+deployment run served by a process worker (`prefect deploy --all`, `wait: true`) pauses and
+expires like the terminal's, and the nightly run itself ends Failed with the same one line. The
 server's triggers see each event and its actions post the rendered body to the receiver here,
 naming the run, the release, the state and the verdict, with the run's URL. How a benchmark
 headline joins the message is rendered with the server's own template in
@@ -14,20 +16,17 @@ tests/unit/flow/test_notify_payload.py.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.net import free_port
-from tests.support.overlays import overlay
+from tests.support.overlays import SMALLEST_GATES, cluster_overlay, overlay, release_overlay
 from tests.support.paths import ROOT
-from tests.support.prefect_server import Server
+from tests.support.prefect_server import PREFECT, Server, spawn, stop
 from tests.support.project import (
     TRIMMED_DETERMINISM,
     TRIMMED_GATES,
@@ -36,6 +35,7 @@ from tests.support.project import (
     projects,
 )
 from tests.support.waiting import wait_until
+from tests.support.webhook import Receiver
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow, pytest.mark.prefect_server,
@@ -51,37 +51,6 @@ from flows.pipeline.deployments import nightly_qualification
 
 nightly_qualification(release="nosuch", return_state=True)
 """
-
-
-class Receiver:
-    """A webhook receiver on loopback that keeps every JSON body it is sent."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                bodies.append(json.loads(self.rfile.read(length) or b"{}"))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *_args: object) -> None:
-                """Quiet."""
-
-        self.server = HTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
 
 
 @pytest.fixture
@@ -100,15 +69,10 @@ def receiver(prefect_api: Server) -> Iterator[Receiver]:
 
 def _posted(server: Server, receiver: Receiver, release: str, state: str) -> dict[str, Any]:
     """The body posted for `release`'s run entering `state` (waits up to 2 min)."""
-
-    def found() -> dict[str, Any] | None:
-        return next(
-            (b for b in receiver.bodies if b.get("release") == release and b.get("state") == state),
-            None,
-        )
-
-    return wait_until(found, 120, f"the webhook post for {release} {state}", interval_s=1,
-                      detail=lambda: f"{receiver.bodies}\n{server.tails()}")  # fmt: skip
+    return wait_until(
+        lambda: receiver.posted(release, state), 120, f"the webhook post for {release} {state}",
+        interval_s=1, detail=lambda: f"{receiver.bodies}\n{server.tails()}",
+    )  # fmt: skip
 
 
 def _a_run_link(server: Server, body: dict[str, Any]) -> None:
@@ -167,7 +131,8 @@ def test_a_qualification_that_waits_posts_the_commands_then_its_expiry(
     )
     _a_run_link(prefect_api, paused)
     expired = _posted(prefect_api, receiver, "r1", "Failed")
-    _one_line(expired)  # ours ("no decision within 5 s") or Prefect's, whichever ended the pause
+    # ours, naming the reason, even when Prefect's orchestration expired the pause first
+    assert _one_line(expired).startswith(f"r1: qualified, but no decision within {WAIT_S} s")
     assert expired["url"] == paused["url"]
 
 
@@ -187,3 +152,57 @@ def test_a_nightly_run_with_a_bad_release_posts_one_line(
     assert "\n" not in body["message"]
     assert {"release:nosuch", "cluster:local"} <= set(body["tags"])
     _a_run_link(prefect_api, body)
+
+
+SERVED = "notifyworker"  # the worker's cluster, in its own project
+POOL = "sparkgate"  # the pool prefect.yaml names
+
+
+@pytest.fixture
+def worker(prefect_api: Server, tmp_path: Path) -> Iterator[Path]:
+    """A process worker on the pool, its project (SPARKGATE_ROOT) in tmp, the deployments of the
+    shipped prefect.yaml on the server."""
+    prefect_api.cli("work-pool", "create", POOL, "--type", "process", "--overwrite")
+    prefect_api.cli("deploy", "--all", timeout_s=300)
+    env = {**prefect_api.env, "SPARKGATE_ROOT": str(tmp_path),
+           "SPARKGATE_STATE_DIR": str(ROOT / ".sparkgate")}  # fmt: skip
+    argv = [PREFECT, "worker", "start", "--pool", POOL, "--limit", "1", "--name", "notify-worker"]
+    process = spawn(argv, env, prefect_api.logs / "notify-worker.log")
+    try:
+        yield tmp_path
+    finally:
+        stop(process)
+
+
+def test_a_nightly_run_on_a_worker_posts_its_pause_then_its_expiry(
+    prefect_api: Server, receiver: Receiver, worker: Path
+) -> None:
+    """A deployment run served by a worker: its qualification pauses (wait: true) for a
+    decision nobody gives within 5 s; both posts carry a one-line message and the run's link,
+    and the nightly run itself ends Failed with that one line, not "encountered an exception"."""
+    release_overlay(worker / "releases/r1.yaml", gates=SMALLEST_GATES,
+                    promotion={"timeout_s": WAIT_S})  # fmt: skip
+    cluster_overlay(worker / "config" / f"{SERVED}.yaml", SERVED, worker, nodes=("w0", "w1"))
+    nightly = prefect_api.get("/deployments/name/nightly-qualification/nightly")
+    status, run = prefect_api.post(
+        f"/deployments/{nightly['id']}/create_flow_run",
+        {"parameters": {"release": "r1", "cluster": SERVED, "wait": True}},
+    )
+    assert status == 201, run
+
+    paused = _posted(prefect_api, receiver, "r1", "Paused")
+    assert paused["cluster"] == SERVED, paused
+    assert _one_line(paused).startswith("r1 qualified, waiting for a decision: sparkgate approve")
+    _a_run_link(prefect_api, paused)
+    expired = _posted(prefect_api, receiver, "r1", "Failed")
+    assert _one_line(expired).startswith(f"r1: qualified, but no decision within {WAIT_S} s")
+    assert expired["url"] == paused["url"]
+
+    def ended() -> dict[str, Any] | None:
+        state = prefect_api.get(f"/flow_runs/{run['id']}").get("state") or {}
+        return dict(state) if state.get("type") in {"FAILED", "CRASHED", "COMPLETED"} else None
+
+    state = wait_until(ended, 120, "the nightly run to end", interval_s=2,
+                       detail=prefect_api.tails)  # fmt: skip
+    assert state["type"] == "FAILED", state
+    assert state["message"] == expired["message"], state

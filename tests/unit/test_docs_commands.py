@@ -96,6 +96,9 @@ LAB_IMAGES = (
     "tests/lab/test_lab_image_builds.py::"
     "test_an_adopted_tag_and_a_command_build_qualify_and_promote_runs_the_recorded_image"
 )
+SESSIONS = f"{INTEGRATION}/test_session_workload.py::"
+SESSION_RECORD = f"{SESSIONS}test_a_recorded_agent_session_replays_with_per_turn_numbers"
+SESSION_SUITE = f"{SESSIONS}test_the_shipped_example_replays_alone_and_in_its_suite"
 COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     # README.md
     # make: a dry run shows the recipe; the lead runs `make demo` and `make test` on a fresh clone
@@ -309,6 +312,21 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     "sparkgate bench ledger-add C1 C2 --ledger L.json": Elsewhere(
         COMPARE_CLI,
         "ledger-add of two A/A arms before the compare",
+    ),
+    # docs/session-workloads.md
+    "sparkgate bench record URL --out SESSION.jsonl [--port 8001] [--host 127.0.0.1] "
+    "[--secret-env NAME]... [--turns N] [--note TEXT]": Elsewhere(
+        SESSION_RECORD, "bench record ENGINE --out FILE --port PORT --note T, ended by SIGINT"
+    ),
+    "python -m flows.research.agent_session http://127.0.0.1:8001 --turns 22": Elsewhere(
+        SESSION_RECORD, "agent_session.main([PROXY_URL, '--turns', '22'])"
+    ),
+    "sparkgate bench replay URL SESSION.jsonl [--pace back_to_back|recorded] [--max-gap-s 60] "
+    "[--turns N] [--engine config/engines/vllm-recipe.yaml] [--json]": Elsewhere(
+        SESSION_RECORD, "bench replay ENGINE FILE --json, and --pace recorded --turns 3"
+    ),
+    "sparkgate bench run URL --suite agent-session --out DIR": Elsewhere(
+        SESSION_SUITE, "bench run ENGINE --suite (agent-session, one sample, no warm-up) --out DIR"
     ),
     "sparkgate bench variance ARM ARM [ARM ...] [--json]": Elsewhere(
         "tests/unit/bench/test_variance.py::test_the_variance_command_prints_the_table",

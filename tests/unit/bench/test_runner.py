@@ -351,3 +351,34 @@ def test_the_arm_reports_the_kv_capacity_the_engine_exports(
     assert arm.identity["kv_capacity_tokens"] == 661 * 16
     assert (arm.identity["kv_blocks"], arm.identity["kv_block_size"]) == (661, 16)
     assert not any("kv" in metric for point in arm.points.values() for metric in point.gate)
+
+
+def test_a_session_workload_replays_its_turns_salted_with_per_turn_values(
+    engine: tuple[FakeEngine, str], tmp_path: Path
+) -> None:
+    fake, url = engine
+    session = tmp_path / "s.jsonl"
+    turns = [
+        {"kind": "turn", "index": i, "path": "/v1/completions", "sent_s": i, "gap_s": 0.0,
+         "status": 200, "duration_s": 0.1, "usage": {"completion_tokens": 3},
+         "body": {"model": "recorded", "prompt": "hello " * (i + 1), "temperature": 0}}
+        for i in range(2)
+    ]  # fmt: skip
+    header = {"kind": "session", "recorded_utc": "2026-12-06T23:00:00+00:00", "upstream": "u"}
+    session.write_text("".join(json.dumps(line) + "\n" for line in [header, *turns]))
+    suite = Suite.model_validate(
+        {**SUITE, "warmup": 0, "samples": 2,
+         "workloads": [{"kind": "session", "name": "session", "file": str(session)}]}
+    )  # fmt: skip
+    arm = run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1")
+    point = arm.points["session/s"]
+    assert all(r.ok for s in point.samples for r in s.receipts), point.samples[0].receipts[0].error
+    assert point.gate == ["ttft_s", "tpot_ms"]
+    assert point.info["session_turns"] == 2
+    first, second = (sample.metrics for sample in point.samples)
+    assert {"ttft_s@t00", "ttft_s@t01", "prompt_tokens@t01", "cached_share"} <= set(first)
+    assert first["prompt_tokens@t00"] == second["prompt_tokens@t00"]  # salts of one length
+    sent = ["".join(map(str, p)) for p in fake.prompts]
+    assert len(sent) == 4
+    assert sent[0] != sent[2]  # each sample salted apart: no replay warms the next
+    assert sent[0].endswith("hello ")

@@ -99,3 +99,18 @@ def test_an_inconclusive_run_that_did_not_wait_is_announced_with_the_command() -
         in said
     )
     assert "awaiting a person's decision" in said
+
+
+def test_an_embedded_run_posts_the_same_fields_and_the_same_pause_message() -> None:
+    """One payload shape: the embedded run's `Notice` has the template's fields, in order, and
+    words a pause as the server does (here with the commands the server's tags give)."""
+    from flows.pipeline.announce import Notice, waiting_message  # noqa: PLC0415
+
+    for verdict in ("qualified", UNDECIDED):
+        body = _render("Paused", None, {VERDICT_LABEL: verdict, HEADLINE_LABEL: HEADLINE})
+        assert list(body) == list(Notice.model_fields)
+        said = waiting_message(
+            "r2", verdict, "sparkgate approve r2 -c local", "sparkgate reject r2 -c local",
+            HEADLINE,
+        )  # fmt: skip
+        assert said == body["message"]
