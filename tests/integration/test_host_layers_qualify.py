@@ -4,8 +4,9 @@ was found, after a pass and after a layer that does not take.
 
 The change is a sysfs-like file in each node's workdir (`knob`), read by the cluster's fact probe
 and written by the layer's apply and revert commands. The gates are trimmed to determinism
-(`tests/support/project.py`); the benchmark's alternating arms are in
-tests/unit/cluster/test_host_layers.py and, over SSH, tests/lab/test_host_layers_over_ssh.py.
+(`tests/support/project.py`), plus a short benchmark whose arms alternate the layer; its
+decision is in tests/unit/cluster/test_host_layers.py and, over SSH,
+tests/lab/test_host_layers_over_ssh.py, where the knob sets the arms' level.
 """
 
 from __future__ import annotations
@@ -17,8 +18,15 @@ from typing import Any
 import pytest
 
 from flows.record import read_record, verify
-from tests.support.overlays import overlay, release_overlay
-from tests.support.project import TRIMMED_DETERMINISM, TRIMMED_GATES, Project, ProjectKind, projects
+from tests.support.overlays import overlay, release_overlay, write_yaml
+from tests.support.project import (
+    SHORT_SUITE,
+    TRIMMED_DETERMINISM,
+    TRIMMED_GATES,
+    Project,
+    ProjectKind,
+    projects,
+)
 from tests.unit.cluster.test_host_layers import KNOB_FACT, LAYER
 
 pytestmark = [
@@ -27,7 +35,7 @@ pytestmark = [
 ]  # fmt: skip
 
 
-def _setup(project: Project, layer: dict[str, Any]) -> tuple[Path, Path]:
+def _setup(project: Project, layer: dict[str, Any], **gates: Any) -> tuple[Path, Path]:
     for workdir in project.workdirs:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "knob").write_text("0\n")
@@ -38,7 +46,8 @@ def _setup(project: Project, layer: dict[str, Any]) -> tuple[Path, Path]:
     release = release_overlay(
         project.root / "releases" / "r3.yaml", "releases/r2.yaml", name="r3", previous="r2",
         description="the knob on every node", host=[layer],
-        gates={**TRIMMED_GATES, "determinism": {**TRIMMED_DETERMINISM, "against_previous": False}},
+        gates={**TRIMMED_GATES, "determinism": {**TRIMMED_DETERMINISM, "against_previous": False},
+               **gates},
     )  # fmt: skip
     return release, cluster
 
@@ -79,3 +88,29 @@ def test_a_layer_that_does_not_take_stops_the_run_before_any_gate(project: Proje
         done.stderr
     )
     assert _knobs(project) == ["0", "0"]
+
+
+def test_the_benchmark_alternates_arms_with_the_layer_on_and_off(project: Project) -> None:
+    """The real benchmark on the real engine: C with the knob at 1, P at 0, C at 1, in one
+    session; the knob does not change the engine's speed, so any decision is acceptable here."""
+    suite = write_yaml(project.root / "suites" / "short.yaml", SHORT_SUITE)
+    release, cluster = _setup(
+        project, LAYER, benchmark={"enabled": True, "suite": str(suite), "max_arms": 3}
+    )
+    done = project.run("qualify", str(release), "-c", str(cluster), "--no-wait", "--json",
+                       timeout=1100)  # fmt: skip
+    assert done.returncode in (0, 1, 3), done.stderr[-3000:]
+    record = Path(json.loads(done.stdout)["record"])
+    arms = record / "benchmark" / "arms"
+    states = {
+        folder.name: json.loads((folder / "arm.json").read_text())["identity"]["host_layers"]
+        for folder in sorted(arms.iterdir())
+    }
+    assert states == {"1-candidate": "applied", "2-previous": "reverted", "3-candidate": "applied"}
+    host = json.loads((record / "host.json").read_text())
+    assert [(step["action"], step["arm"]) for step in host["steps"]] == [
+        ("revert", None), ("apply", None), ("apply", 1), ("revert", 2), ("apply", 3),
+        ("revert", None),
+    ]  # fmt: skip
+    assert _knobs(project) == ["0", "0"]
+    assert verify(record) == []
