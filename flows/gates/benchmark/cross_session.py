@@ -19,7 +19,7 @@ from flows.bench.ledger import Ledger
 from flows.bench.report import ArmReport, read_arm
 from flows.gates.base import RecordedArms
 from flows.gates.benchmark.cross_rules import CrossSession, compare_across_sessions
-from flows.gates.benchmark.rules import Focus, Role, Session
+from flows.gates.benchmark.rules import Focus, Role, Session, session_looks
 from flows.gates.files import GateFiles
 from flows.spec.release import BenchmarkGate
 
@@ -61,9 +61,11 @@ def run_cross_session(
         allowance_pct=allowance, record=recorded.record, recorded_arms=[name for name, _ in kept]
     )
     old = [report for _, report in kept]
-    reports = [measure(i, None) for i in range(1, settings.arms.count("candidate") + 1)]
+    first = settings.arms.count("candidate")
+    looks = cross_looks(settings)
+    reports = [measure(i, None) for i in range(1, first + 1)]
     while True:
-        comparison = compare(reports, old, cross, ledger, settings)
+        comparison = compare(reports, old, cross, ledger, settings, looks)
         decision = session_decision(comparison, len(reports), settings.max_arms)
         on_compare(comparison, decision, len(reports))
         adding = decision in (SessionDecision.ADD_PREVIOUS, SessionDecision.ADD_CANDIDATE)
@@ -75,17 +77,24 @@ def run_cross_session(
         reports.append(measure(len(reports) + 1, focus))
 
 
-def compare(
+def cross_looks(settings: BenchmarkGate) -> int:
+    """How many times a cross-session session may compare: after its first candidate arms,
+    then after each added one."""
+    return session_looks(settings.arms.count("candidate"), settings.max_arms)
+
+
+def compare(  # noqa: PLR0917 - the arms and everything the rule is applied with
     new: list[ArmReport],
     old: list[ArmReport],
     cross: CrossSession,
     ledger: Ledger | None,
     settings: BenchmarkGate,
+    looks: int,
 ) -> Comparison:
     """The cross-session comparison at the release's tolerance and gate policy."""
     return compare_across_sessions(
         new, old, allowance_pct=cross.allowance_pct, ledger=ledger,
-        tolerance_pct=settings.tolerance * 100, policy=settings.policy(),
+        tolerance_pct=settings.tolerance * 100, policy=settings.policy(), looks=looks,
     )  # fmt: skip
 
 

@@ -40,6 +40,7 @@ def benchmark_problems(stage_dir: Path, summary: BenchmarkSummary, max_arms: int
             comparison = compare_across_sessions(
                 new, old, allowance_pct=cross.allowance_pct, ledger=ledger,
                 tolerance_pct=summary.tolerance * 100, policy=summary.policy(),
+                looks=summary.looks or 1,
             )  # fmt: skip
         else:
             comparison = compare_arms(

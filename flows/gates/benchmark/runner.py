@@ -38,7 +38,7 @@ from flows.gates.base import (
     api_base_url,
 )
 from flows.gates.benchmark.cross_rules import CrossSession
-from flows.gates.benchmark.cross_session import run_cross_session
+from flows.gates.benchmark.cross_session import cross_looks, run_cross_session
 from flows.gates.benchmark.hygiene import ArmHygiene, measure_until_clean
 from flows.gates.benchmark.plan import plan_steps
 from flows.gates.benchmark.resolution import cluster_resolution, resolution_lines
@@ -234,7 +234,7 @@ def _summary(
         tolerance=settings.tolerance,
         decision=session.decision.value,
         ledger_gaps=session.comparison.ledger_gaps,
-        looks=looks if cross is None else None,
+        looks=looks if cross is None else cross_looks(settings),
         slower_rule=session.comparison.slower_rule,
         gate_metrics=settings.gate_metrics,
         tolerances=settings.tolerances,

@@ -8,6 +8,7 @@ cluster's real fact probe through the local transport); the arms' measurements a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from flows.bench.report import ArmReport, write_arm
+from flows.bench.stats import look_alpha
 from flows.cluster.ops.host_layers import host_layers_on
 from flows.errors import ClusterError, MissingPreviousError, SpecError
 from flows.gates.base import GateContext, Outcome, RecordedArms
@@ -110,6 +112,9 @@ def test_an_irreversible_change_is_compared_with_the_recorded_arms_and_says_how(
     assert tps.change == pytest.approx(10.0)
     assert (tps.low, tps.high) == (pytest.approx(8.0), pytest.approx(12.0))  # +-2 % stated
     assert benchmark_problems(out, summary, 4) == []
+    assert summary.looks == 3  # after 2 candidate arms, then after each of 2 more (max_arms 4)
+    compared = json.loads((out / "compare.json").read_text())
+    assert {row["arms"]["alpha"] for row in compared["points"]} == {look_alpha(3)}
     assert cross_session_line(summary) == (
         "Compared across sessions (the hosts changed irreversibly): the previous release's 2 "
         "arms of record `2026-12-01-r2` (kept under arms/recorded-*); " + RULE + ": 2 % on each "
