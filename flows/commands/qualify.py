@@ -85,7 +85,10 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
         load_inputs,
     )
     from flows.pipeline.plan import qualification_plan  # noqa: PLC0415
-    from flows.pipeline.previous import require_previous  # noqa: PLC0415
+    from flows.pipeline.previous import (  # noqa: PLC0415
+        require_previous,
+        require_recorded_arms,
+    )
     from flows.settings import prefect_environment, project_root  # noqa: PLC0415
 
     inputs = load_inputs(release_path(release), cluster_path(cluster))
@@ -97,6 +100,7 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
         _print_plan(qualification_plan(inputs, experiments), as_json=as_json)
         return
     require_previous(experiments, inputs.release_file, chosen, inputs.previous, spec)
+    require_recorded_arms(experiments, inputs.release_file, chosen, spec)
     prefect_environment()
     from flows.pipeline.announce import embedded_announcer  # noqa: PLC0415
     from flows.pipeline.events import current_observer  # noqa: PLC0415

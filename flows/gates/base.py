@@ -85,6 +85,15 @@ class GateVerdict(BaseModel):
     evidence: list[str] = []
 
 
+class HostSwitch(Protocol):
+    """A release's host layers as the benchmark switches them (`flows.cluster.ops.host_layers`):
+    on for the candidate's arms, off for the previous release's."""
+
+    def for_role(self, role: str, arm: int) -> None:
+        """Switch the layers for arm `arm` of `role` and check their facts."""
+        ...
+
+
 @dataclass(frozen=True)
 class GateContext:
     """Everything a gate may touch: the resolved specs, the nodes, and where state lives."""
@@ -99,6 +108,10 @@ class GateContext:
     advance: Callable[[str, int, int], None] = field(
         default=lambda _what, _done, _total: None,
         metadata={"doc": "progress inside the gate: what is counted, done, total"},
+    )
+    host: HostSwitch | None = field(
+        default=None,
+        metadata={"doc": "the release's reversible host layers (None: the hosts stay as they are)"},
     )
 
 
@@ -127,6 +140,15 @@ class EarlierTestRun:
     files: dict[str, Path]
 
 
+@dataclass(frozen=True)
+class RecordedArms:
+    """The previous release's arms of its newest published record on this shape, for a
+    candidate whose hosts cannot be reverted (the cross-session rule)."""
+
+    record: str = field(metadata={"doc": "the record's folder name"})
+    folders: list[Path] = field(metadata={"doc": "its arms/<i>-candidate folders, in order"})
+
+
 class History(Protocol):
     """What gates may read of earlier records (the pipeline supplies it; gates never read
     records themselves, so `flows.record` depends on the gates and not the other way)."""
@@ -141,6 +163,10 @@ class History(Protocol):
 
     def passed_release_tests(self, context: GateContext) -> list[EarlierTestRun]:
         """The passing release-tests runs of earlier published records of this cluster."""
+        ...
+
+    def previous_arms(self, context: GateContext) -> RecordedArms | None:
+        """The previous release's arms of its newest published record on this shape."""
         ...
 
 

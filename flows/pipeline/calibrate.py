@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from flows.bench.ledger import boot_noise, helmert_gaps, write_ledger
 from flows.bench.report import ArmReport
+from flows.cluster.ops.host_layers import host_layers_on
+from flows.cluster.probes.layers import with_layers_on
 from flows.cluster.runtime.factory import check_fits
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import GateContext, GateResult, Outcome
@@ -38,6 +40,7 @@ from flows.record.aa_ledger import (
 )
 from flows.settings import project_root
 from flows.spec.cluster import Cluster
+from flows.spec.host import check_layers
 from flows.spec.load import load_model
 from flows.spec.release import load_release
 from flows.spec.suite import Suite
@@ -141,6 +144,8 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
     release = load_release(release_file)
     cluster = load_model(cluster_file, Cluster)
     check_fits(cluster, release)
+    check_layers(release_file, release.host, {fact.name for fact in cluster.probes.facts})
+    cluster = with_layers_on(cluster, [layer for layer in release.host if not layer.reversible])
     quiet_failed_states()
     label_current_run(run_title("calibrate", release, cluster), run_tags(release, None, cluster))
     suite = suite_of(release.gates.benchmark)
@@ -155,8 +160,12 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
         observer=observer, records=experiments / CALIBRATION_DIR, resume=False,
     ) as prepared:  # fmt: skip
         record = prepared.record
-        observer.started(STAGE)
-        result = calibration_task(prepared.context, suite, arms, record.stage_dir(STAGE))
+        with host_layers_on(  # a host change's noise is measured on the changed hosts
+            cluster, release.host, prepared.held.transports, say=observer.note,
+            on_step=lambda host: record.save_json("host.json", host.model_dump(mode="json")),
+        ):  # fmt: skip
+            observer.started(STAGE)
+            result = calibration_task(prepared.context, suite, arms, record.stage_dir(STAGE))
         record.save_stage(result)
     verdict = VERDICT if result.outcome == Outcome.PASSED else "failed"
     observer.finished(STAGE, verdict, f"{arms} arms" if verdict == VERDICT else result.reason)

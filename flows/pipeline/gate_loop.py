@@ -23,11 +23,19 @@ from prefect.states import Failed
 from flows.bench.ledger import Ledger
 from flows.cluster.ops.lock import ensure_held
 from flows.errors import MachineError, SparkgateError
-from flows.gates.base import EarlierTestRun, GateContext, GateResult, Outcome, PreviousOutputs
+from flows.gates.base import (
+    EarlierTestRun,
+    GateContext,
+    GateResult,
+    Outcome,
+    PreviousOutputs,
+    RecordedArms,
+)
 from flows.gates.determinism.kept import record_hashes
 from flows.gates.harness import machine_failure, run_gate
 from flows.gates.registry import BY_NAME
 from flows.gates.release_tests.kept import passed_run
+from flows.pipeline.previous import recorded_arms
 from flows.pipeline.stages import GATES, digest_of, gate_cache_key
 from flows.record import latest_record
 from flows.record.aa_ledger import ledger_for
@@ -85,6 +93,7 @@ def run_gates(
                 "release": digest_of(context.release.engine),
                 "model": digest_of(context.release.model),
                 "previous": digest_of(context.previous) if context.previous else None,
+                **({"host": _layers_digest(context)} if context.release.host else {}),
             },
         )  # fmt: skip
         run = _gate_runner(gate, context, record, results)
@@ -114,6 +123,11 @@ def run_gates(
         status = "cached" if cached else finished.outcome.value
         observer.finished(gate, status, finished.reason)
     return results
+
+
+def _layers_digest(context: GateContext) -> str:
+    """The release's host layers in a gate's key: a host change is what the gates measure."""
+    return digest_of({"host": [layer.model_dump(mode="json") for layer in context.release.host]})
 
 
 def _record_identity(record: RecordWriter) -> str:
@@ -163,6 +177,13 @@ class RecordHistory:
             if record.status == "published" and record.cluster_name == context.cluster.name
         )  # fmt: skip
         return [run for run in mine if run is not None]
+
+    def previous_arms(self, context: GateContext) -> RecordedArms | None:
+        """The previous release's own (candidate) arms of its newest published record on this
+        shape, each still as saved (`flows.pipeline.previous.recorded_arms`)."""
+        if context.previous is None:
+            return None
+        return recorded_arms(context.experiments, context.previous.name, context.cluster.shape)
 
 
 def _skipped(gate: str, reason: str, outcome: Outcome = Outcome.SKIPPED) -> GateResult:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.cluster.probes.layers import with_layers_on
 from flows.cluster.runtime.factory import check_fits
 from flows.spec.cluster import Cluster
+from flows.spec.host import check_layers
 from flows.spec.load import load_model
 from flows.spec.release import Release, load_previous, load_release
 from flows.spec.suite import Suite
@@ -92,6 +94,9 @@ def load_inputs(release_file: Path, cluster_file: Path) -> QualificationInputs:
     release = load_release(release_file)
     cluster = load_model(cluster_file, Cluster)
     check_fits(cluster, release)
+    check_layers(release_file, release.host, {fact.name for fact in cluster.probes.facts})
+    # layers already on the nodes: preflight and the record expect the layers' facts
+    cluster = with_layers_on(cluster, [layer for layer in release.host if not layer.reversible])
     benchmark = release.gates.benchmark
     return QualificationInputs(
         release_file=release_file,

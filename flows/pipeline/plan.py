@@ -68,6 +68,7 @@ def qualification_plan(inputs: QualificationInputs, experiments: Path) -> Qualif
         *_preflight(cluster),
         *_build(release, cluster),
         *_distribute(cluster, image),
+        *_host(release, cluster),
         *_ranks(given),
         *(step for gate in REGISTRY for step in gate.plan(given)),
         PlanStep(
@@ -157,6 +158,39 @@ def _preflight(cluster: Cluster) -> list[PlanStep]:
             )
         )  # fmt: skip
     return steps
+
+
+def _host(release: Release, cluster: Cluster) -> list[PlanStep]:
+    """The release's host layers on every node: reverted, then applied for the gates and the
+    candidate's arms, reverted for the previous release's and at the end (irreversible ones
+    only read)."""
+    steps = []
+    for node in cluster.nodes:
+        values = node_values(cluster, node)
+        layers = [
+            {
+                "name": layer.name,
+                "reversible": layer.reversible,
+                "facts": {
+                    name: want.model_dump(exclude_none=True) for name, want in layer.facts.items()
+                },
+                **{
+                    key: shlex.join(fill(arg, values) for arg in argv)
+                    for key, argv in (("apply", layer.apply), ("revert", layer.revert))
+                    if argv is not None
+                },
+            }
+            for layer in release.host
+        ]
+        steps.append(
+            PlanStep(
+                stage="host", node=node.name,
+                action="revert, then apply the host layers; per arm: on for the candidate, off "
+                "for the previous; reverted at the end",
+                detail={"layers": layers},
+            )
+        )  # fmt: skip
+    return steps if release.host else []
 
 
 def _build(release: Release, cluster: Cluster) -> list[PlanStep]:

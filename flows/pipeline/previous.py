@@ -14,10 +14,12 @@ so building the previous release again would compare the candidate with itself.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from flows.cluster.build.adopted_image import recorded_image
 from flows.errors import MissingPreviousError
+from flows.gates.base import RecordedArms
 from flows.gates.determinism.kept import record_hashes
 from flows.record.reader import latest_record, published_shapes
 from flows.spec.cluster import Cluster
@@ -113,4 +115,44 @@ def benchmarked_previous(
         f"what its sources hold now: qualify {previous.name} on a {cluster.shape} cluster first "
         f"(`{command}`), or make {previous.name}'s release file adopt its image (build.kind: "
         "image, with its tag and image_id)"
+    )
+
+
+def recorded_arms(experiments: Path, previous: str, shape: str) -> RecordedArms | None:
+    """The previous release's own (candidate) arms of its newest published record on `shape`,
+    each still as saved (disturbed arms aside): what an irreversible host change is compared
+    with."""
+    found = latest_record(experiments, previous, shape=shape)
+    stage = found.stages.get("benchmark") if found is not None else None
+    if found is None or found.folder is None or stage is None:
+        return None
+    arms = [
+        match.group(1)
+        for file in stage.files
+        if (match := re.fullmatch(r"benchmark/arms/(\d+-candidate)/arm\.json", file.path))
+        and found.saved_json(file.path) is not None
+    ]
+    arms.sort(key=lambda name: int(name.partition("-")[0]))
+    folders = [found.folder / "benchmark" / "arms" / name for name in arms]
+    return RecordedArms(found.name, folders) if folders else None
+
+
+def require_recorded_arms(
+    experiments: Path, release_file: Path, release: Release, cluster: Cluster
+) -> None:
+    """MissingPreviousError before anything starts when an irreversible host change has no
+    recorded arms of its previous release on this shape to be compared with."""
+    benchmark = release.gates.benchmark
+    if release.previous is None or not benchmark.enabled:
+        return
+    if all(layer.reversible for layer in release.host):
+        return
+    if recorded_arms(experiments, release.previous, cluster.shape) is not None:
+        return
+    command = f"sparkgate qualify {previous_file(release_file, release.previous)} -c {cluster.name}"
+    raise MissingPreviousError(
+        f"{release.name} changes the hosts irreversibly, so its benchmark compares its arms with "
+        f"{release.previous}'s arms of its newest published record on {cluster.shape}, and "
+        f"{experiments} holds none with benchmark arms: qualify {release.previous} on this shape "
+        f"before the change (`{command}`)"
     )

@@ -14,6 +14,7 @@ verdict in one line, never a traceback. Import this module only after
 from __future__ import annotations
 
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow
@@ -22,6 +23,7 @@ from prefect.states import Completed, Failed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.bench.compare import SessionDecision
+from flows.cluster.ops.host_layers import host_layers_on
 from flows.errors import InconclusiveError, PromotionError
 from flows.gates.base import GateResult
 from flows.gates.benchmark.story import bench_headline
@@ -32,7 +34,11 @@ from flows.pipeline.gate_loop import run_gates
 from flows.pipeline.inputs import inputs_for
 from flows.pipeline.notify import label_verdict
 from flows.pipeline.prelude import prepared_cluster, versions
-from flows.pipeline.previous import benchmarked_previous, require_previous
+from flows.pipeline.previous import (
+    benchmarked_previous,
+    require_previous,
+    require_recorded_arms,
+)
 from flows.pipeline.quiet_logs import quiet_failed_states
 from flows.pipeline.run_label import label_current_run, run_tags, run_title
 from flows.pipeline.stages import GATES, QUALIFIED, verdict
@@ -101,6 +107,7 @@ def qualify_flow(
     label_current_run(run_title("qualify", release, cluster), run_tags(release, previous, cluster))
     experiments = project_root() / "experiments"
     require_previous(experiments, inputs.release_file, release, previous, cluster)
+    require_recorded_arms(experiments, inputs.release_file, release, cluster)
     previous = benchmarked_previous(experiments, inputs.release_file, release, previous, cluster)
     stages = StageClock(observer_of_run())
     stages.finished("validate", "passed", f"{release.name} on {cluster.name}")
@@ -109,9 +116,14 @@ def qualify_flow(
         resume=not fresh,
     ) as prepared:  # fmt: skip
         record = prepared.record
-        results = run_gates(
-            prepared.context, record, prepared.build.digest, fresh=fresh, observer=stages
-        )
+        with host_layers_on(
+            cluster, release.host, prepared.held.transports, say=stages.note,
+            on_step=lambda host: record.save_json("host.json", host.model_dump(mode="json")),
+        ) as host:  # fmt: skip
+            context = replace(prepared.context, host=host) if host else prepared.context
+            results = run_gates(
+                context, record, prepared.build.digest, fresh=fresh, observer=stages
+            )
     text, failed = verdict(results)
     stages.started("verdict")
     stages.finished("verdict", verdict_status(text, failed), text)

@@ -96,7 +96,24 @@ def _changes(record: Record) -> list[str]:
     if options:
         shown = ", ".join(f"`{key}={value}`" for key, value in sorted(options.items()))
         lines.append(f"- Engine options: {shown}")
-    return lines
+    return lines + [_layer_line(layer) for layer in release.get("host") or []]
+
+
+def _layer_line(layer: dict[str, Any]) -> str:
+    """One host layer: what changes on the nodes and what its facts must read (every switch and
+    its readings are in host.json)."""
+    kind = "reversible" if layer.get("reversible", True) else "irreversible"
+    wants = []
+    for name, want in (layer.get("facts") or {}).items():
+        said = [
+            f"{key.replace('_', ' ')} {value}" for key, value in want.items() if value is not None
+        ]
+        wants.append(f"{name} {', '.join(said)}")
+    about = f": {layer['description']}" if layer.get("description") else ""
+    return (
+        f"- Host layer `{layer.get('name')}` ({kind}){about}; facts after it: {'; '.join(wants)} "
+        "(every switch and its readings: `host.json`)"
+    )
 
 
 def _evidence(entry: StageEntry) -> list[str]:

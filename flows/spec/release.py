@@ -25,6 +25,7 @@ from flows.spec.base import (
 )
 from flows.spec.build import Build
 from flows.spec.gate_policy import KNOWN_METRICS, GatePolicy
+from flows.spec.host import HostLayer
 from flows.spec.load import load_model
 from flows.spec.release_tests import (
     PYTEST_OPTIONS,
@@ -248,6 +249,14 @@ class BenchmarkGate(GateSettings):
     tolerances: dict[str, Annotated[float, Field(gt=0, lt=1)]] = Field(
         default_factory=dict, description="Allowed slowdown per metric, overriding tolerance."
     )
+    cross_session_allowance_pct: float | None = Field(
+        default=None,
+        ge=0,
+        description="With an irreversible host layer the candidate is compared with the "
+        "previous release's arms of its newest record on this shape (another session): each end "
+        "of every interval is widened by this much (%) for what differs between sessions. "
+        "Required then, and stated in the record.",
+    )
 
     def policy(self) -> GatePolicy:
         """The gate policy these settings describe."""
@@ -320,6 +329,11 @@ class Release(SpecModel):
     outputs: Outputs = Field(description="Declared output change.")
     gates: Gates = Field(default=Gates(), description="Gate settings.")
     promotion: Promotion = Field(default=Promotion(), description="Promotion settings.")
+    host: list[HostLayer] = Field(
+        default=[],
+        description="Host layers this release changes on the nodes (none: the hosts stay as "
+        "they are); see docs/host-probes.md.",
+    )
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Name matches the file, previous exists, and the benchmark has something to compare."""
@@ -339,6 +353,29 @@ class Release(SpecModel):
                     f"unknown previous release {self.previous!r}",
                     f"{self.previous}.yaml next to {context.file.name}",
                 )
+            )
+        names = [layer.name for layer in self.host]
+        found.extend(
+            Problem(("host", i, "name"), f"duplicate layer {name!r}", "unique names")
+            for i, name in enumerate(names)
+            if name in names[:i]
+        )
+        if (
+            any(not layer.reversible for layer in self.host)
+            and self.gates.benchmark.enabled
+            and self.gates.benchmark.cross_session_allowance_pct is None
+        ):
+            found.append(
+                Problem(
+                    ("gates", "benchmark", "cross_session_allowance_pct"),
+                    "an irreversible host layer is compared with the previous release's record "
+                    "across sessions; state the allowance for what differs between sessions",
+                    "a percentage, e.g. 2",
+                )
+            )
+        if self.host and self.previous is None:
+            found.append(
+                Problem(("host",), "a host change is compared with a previous release", "previous")
             )
         if self.previous is None and self.gates.benchmark.enabled:
             found.append(

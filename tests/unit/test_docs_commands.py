@@ -454,6 +454,18 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
     ),
     f"sparkgate bench compare {RECIPE_DATA}/2026-10-05-karmic-kraken-r6-tp4.json "
     f"{RECIPE_DATA}/baseline-2026-10-10-karmic-kraken-r6d.json": Here(says="nvidia_driver", code=1),
+    "pytest tests/unit/cluster/test_host_layers.py tests/unit/gates/test_cross_session.py -q": (
+        Elsewhere(
+            "tests/unit/cluster/test_host_layers.py::"
+            "test_a_reversible_host_change_qualifies_with_alternating_arms",
+            "both files run in every unit run",
+        )
+    ),
+    "pytest tests/lab/test_host_layers_over_ssh.py -q": Elsewhere(
+        "tests/lab/test_host_layers_over_ssh.py::"
+        "test_a_reversible_host_change_qualifies_with_alternating_arms_over_ssh",
+        "every lab run (as root: network namespaces and sshd)",
+    ),
     # docs/peer-check.md
     "python -m flows.research.peer --setup": NotRun(
         "downloads torch and guidellm into .sparkgate/peer-venv; test_peer_live uses that venv"

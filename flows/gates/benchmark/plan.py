@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flows.bench.stats import look_alpha
 from flows.gates.base import api_base_url
+from flows.gates.benchmark.cross_rules import RULE
 from flows.gates.benchmark.rules import NAME, session_looks
 from flows.gates.plan import CONTROLLER, PlanContext, PlanStep, skipped
 from flows.spec.release import Release
@@ -15,6 +16,8 @@ def plan_steps(given: PlanContext) -> list[PlanStep]:
     settings = release.gates.benchmark
     if not settings.enabled:
         return [skipped(NAME)]
+    if any(not layer.reversible for layer in release.host):
+        return [_across_sessions(given)]
     images = {"candidate": f"{release.name}: {given.image}"}
     previous = given.history.benchmarked
     if given.history.benchmark_refused is not None:
@@ -38,6 +41,24 @@ def plan_steps(given: PlanContext) -> list[PlanStep]:
                     "metrics": f"{api_base_url(cluster)}/metrics"},
         )
     ]  # fmt: skip
+
+
+def _across_sessions(given: PlanContext) -> PlanStep:
+    """An irreversible host change: candidate arms only, compared with the previous release's
+    recorded arms by the cross-session rule."""
+    release, settings = given.release, given.release.gates.benchmark
+    previous = given.previous.name if given.previous else "?"
+    first = [f"candidate ({release.name})" for arm in settings.arms if arm == "candidate"]
+    return PlanStep(
+        stage=NAME, node=CONTROLLER,
+        action="boot and measure candidate arms on the changed hosts; compare across sessions",
+        detail={"arms": first, "max_arms": settings.max_arms,
+                "compared with": f"{previous}'s arms of its newest published record on "
+                                 f"{given.cluster.shape}",
+                "rule": f"{RULE}: {settings.cross_session_allowance_pct:g} % on each side",
+                "suite": settings.suite,
+                "url": f"{api_base_url(given.cluster)}/v1/completions"},
+    )  # fmt: skip
 
 
 def _previous_image(previous: Release) -> str:

@@ -16,6 +16,8 @@ from flows.bench.compare import SessionDecision, compare_arms, session_decision
 from flows.bench.ledger import Ledger, read_ledger
 from flows.bench.report import read_arm
 from flows.errors import SparkgateError
+from flows.gates.benchmark.cross_rules import compare_across_sessions
+from flows.gates.benchmark.cross_session import as_session, read_recorded
 from flows.gates.benchmark.rules import LEDGER_FILE, Session, arm_folder, points_summary
 from flows.gates.benchmark.summary import BenchmarkSummary, PointRow
 
@@ -32,19 +34,32 @@ def benchmark_problems(stage_dir: Path, summary: BenchmarkSummary, max_arms: int
         reports = [read_arm(arm_folder(stage_dir, i, role)) for i, role in enumerate(roles, 1)]
         new = [r for r, role in zip(reports, roles, strict=True) if role == "candidate"]
         old = [r for r, role in zip(reports, roles, strict=True) if role == "previous"]
-        comparison = compare_arms(
-            new,
-            old,
-            ledger=ledger,
-            tolerance_pct=summary.tolerance * 100,
-            policy=summary.policy(),
-            looks=summary.looks,
-            slower_rule=summary.slower_rule,
-        )
+        cross = summary.cross_session
+        if cross is not None:  # an irreversible host change: the recorded arms it kept
+            old = read_recorded(stage_dir, cross)
+            comparison = compare_across_sessions(
+                new, old, allowance_pct=cross.allowance_pct, ledger=ledger,
+                tolerance_pct=summary.tolerance * 100, policy=summary.policy(),
+                looks=summary.looks or 1,
+            )  # fmt: skip
+        else:
+            comparison = compare_arms(
+                new,
+                old,
+                ledger=ledger,
+                tolerance_pct=summary.tolerance * 100,
+                policy=summary.policy(),
+                looks=summary.looks,
+                slower_rule=summary.slower_rule,
+            )
     except (SparkgateError, ValueError) as error:
         return [f"benchmark: the raw arms cannot be compared again: {error}"]
     decision = session_decision(comparison, len(roles), max_arms)
-    session = Session(roles, reports, comparison, decision)
+    session = (
+        as_session(new, old, comparison, decision)
+        if cross is not None
+        else Session(roles, reports, comparison, decision)
+    )
     problems = [
         f"benchmark: {kept.point} {kept.unit}: summary {_short(kept)}, "
         f"raw arms give {_short(again)}"

@@ -14,7 +14,7 @@ boots and the workload runner.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +28,17 @@ from flows.cluster.boot.session import load_session, start_release, stop_session
 from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
-from flows.gates.base import GateContext, GateResult, GateVerdict, History, Outcome, api_base_url
+from flows.gates.base import (
+    GateContext,
+    GateResult,
+    GateVerdict,
+    History,
+    Outcome,
+    RecordedArms,
+    api_base_url,
+)
+from flows.gates.benchmark.cross_rules import CrossSession
+from flows.gates.benchmark.cross_session import cross_looks, run_cross_session
 from flows.gates.benchmark.hygiene import ArmHygiene, measure_until_clean
 from flows.gates.benchmark.plan import plan_steps
 from flows.gates.benchmark.resolution import cluster_resolution, resolution_lines
@@ -37,6 +47,7 @@ from flows.gates.benchmark.rules import (
     NAME,
     Focus,
     Role,
+    Session,
     arm_folder,
     kv_capacity_by_role,
     order_problem,
@@ -124,6 +135,8 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
         say(f"arm {index} ({role}, {release.name}): measured by the interrupted run, kept")
         return finished
     _stop_running(context)
+    if context.host is not None:  # a host change: on for the candidate, off for the previous
+        context.host.for_role(role, index)
     if hygiene is not None:
         hygiene.cool_down()
     say(f"arm {index} ({role}, {release.name}): booting")
@@ -145,6 +158,7 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
                 "role": role,
                 "build": started.session.build,
                 "boot_wall_s": round(started.wall_s, 3),
+                **({"host_layers": _layers_state(role)} if context.host is not None else {}),
             }
         }
     )
@@ -152,6 +166,104 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
     if hygiene is not None:
         hygiene.keep(arm_folder(out_dir, index, role))
     return report
+
+
+@dataclass(frozen=True)
+class BenchmarkInputs:
+    """What the benchmark takes from earlier records: the A/A ledger, and for an irreversible
+    host change the previous release's recorded arms (None: not one, or none found)."""
+
+    ledger: Ledger | None
+    recorded: RecordedArms | None = None
+
+    @staticmethod
+    def of(given: BenchmarkInputs | Ledger | None) -> tuple[Ledger | None, RecordedArms | None]:
+        """The ledger and recorded arms of the inputs (a ledger alone: scripts and tests)."""
+        if isinstance(given, BenchmarkInputs):
+            return given.ledger, given.recorded
+        return given, None
+
+
+def irreversible(release: Release) -> bool:
+    """Whether the release changes the hosts in a way no previous arm can be run on."""
+    return any(not layer.reversible for layer in release.host)
+
+
+def _keep_ledger(files: GateFiles, ledger: Ledger | None) -> None:
+    """Keep the A/A ledger the session draws on: verify recomputes from the very ledger."""
+    if ledger is not None and ledger.sessions:
+        files.write_text(LEDGER_FILE, ledger.model_dump_json(indent=1) + "\n")
+
+
+def _measured(  # noqa: PLR0917 - the session and everything it is run with
+    settings: BenchmarkGate,
+    recorded: RecordedArms | None,
+    files: GateFiles,
+    ledger: Ledger | None,
+    measure: Callable[[int, Role, Focus], ArmReport],
+    compare: Callable[[list[ArmReport], list[ArmReport]], Comparison],
+    may_add: Callable[[], bool],
+    on_compare: Callable[[Comparison, SessionDecision, int], None],
+) -> tuple[Session, CrossSession | None]:
+    """The session in this release's order (C, P, C, ...), or, when the hosts cannot go back,
+    the candidate's arms compared across sessions with the recorded ones."""
+    if recorded is not None:
+        return run_cross_session(
+            settings, recorded, files, ledger=ledger,
+            measure=lambda index, focus: measure(index, "candidate", focus),
+            may_add=may_add, on_compare=on_compare,
+        )  # fmt: skip
+    session = run_session(
+        settings.arms, settings.max_arms, measure, compare, may_add=may_add, on_compare=on_compare
+    )
+    return session, None
+
+
+def _summary(
+    session: Session,
+    settings: BenchmarkGate,
+    looks: int,
+    hygiene: ArmHygiene,
+    cross: CrossSession | None,
+) -> BenchmarkSummary:
+    """The gate's summary of a finished session (across sessions: today's arms only, the
+    recorded ones named by `cross_session`)."""
+    candidates = len(session.of("candidate"))
+    return BenchmarkSummary(
+        arms=list(session.roles) if cross is None else ["candidate"] * candidates,
+        tolerance=settings.tolerance,
+        decision=session.decision.value,
+        ledger_gaps=session.comparison.ledger_gaps,
+        looks=looks if cross is None else cross_looks(settings),
+        slower_rule=session.comparison.slower_rule,
+        gate_metrics=settings.gate_metrics,
+        tolerances=settings.tolerances,
+        points=points_summary(session),
+        kv_capacity_tokens=kv_capacity_by_role(session),
+        disturbed=hygiene.disturbed,
+        cross_session=cross,
+    )
+
+
+def _refusal(
+    context: GateContext, settings: BenchmarkGate, recorded: RecordedArms | None
+) -> str | None:
+    """Why the session cannot start: arms out of order, or an irreversible host change with no
+    recorded arms of the previous release to compare with."""
+    previous = context.previous.name if context.previous else "the previous release"
+    if irreversible(context.release) and recorded is None:
+        return (
+            f"{context.release.name} changes the hosts irreversibly, so its arms are compared "
+            f"with {previous}'s arms of its newest published record on {context.cluster.shape}, "
+            f"and there is none with benchmark arms: qualify {previous} on this shape before "
+            "the change"
+        )
+    return order_problem(settings.arms)
+
+
+def _layers_state(role: Role) -> str:
+    """How the release's host layers stood while an arm of `role` ran."""
+    return "applied" if role == "candidate" else "reverted"
 
 
 @dataclass(frozen=True)
@@ -167,26 +279,34 @@ class BenchmarkRunner:
 
     def inputs(
         self, context: GateContext, earlier: Mapping[str, GateResult], history: History
-    ) -> Ledger | None:
-        """The A/A ledger of earlier records of this cluster shape and suite."""
+    ) -> BenchmarkInputs:
+        """The A/A ledger of earlier records of this cluster shape and suite; for an
+        irreversible host change, the previous release's recorded arms too."""
         del earlier
-        return history.ledger(context, context.release.gates.benchmark)
+        ledger = history.ledger(context, context.release.gates.benchmark)
+        recorded = history.previous_arms(context) if irreversible(context.release) else None
+        return BenchmarkInputs(ledger, recorded)
 
     def plan(self, given: PlanContext) -> list[PlanStep]:
         """What the gate would do on which node (`sparkgate qualify --plan`)."""
         return plan_steps(given)
 
     def run(
-        self, context: GateContext, settings: BenchmarkGate, inputs: Ledger | None, files: GateFiles
+        self,
+        context: GateContext,
+        settings: BenchmarkGate,
+        given: BenchmarkInputs | Ledger | None,
+        files: GateFiles,
     ) -> GateVerdict:
         """Arms candidate/previous in session order, then the non-inferiority decision per point."""
         began = time.monotonic()
         out_dir = files.root
+        inputs, recorded = BenchmarkInputs.of(given)
         if context.previous is None:
             return GateVerdict(
                 outcome=Outcome.SKIPPED, reason="no previous release to compare with"
             )
-        if (problem := order_problem(settings.arms)) is not None:
+        if (problem := _refusal(context, settings, recorded)) is not None:
             return failed(problem)
         suite = load_suites(settings.suites())
         tolerance_pct = settings.tolerance * 100
@@ -210,26 +330,22 @@ class BenchmarkRunner:
             files.write_text("bench.txt", recipe_text(comparison) + "\n")
             context.say(f"after {arms} arms: {decision.value}")
 
-        if inputs is not None and inputs.sessions:  # verify recomputes from the very ledger
-            files.write_text(LEDGER_FILE, inputs.model_dump_json(indent=1) + "\n")
+        _keep_ledger(files, inputs)
         hygiene = ArmHygiene(context.cluster, context.transports, context.say)
 
         def in_time() -> bool:
             return time.monotonic() - began < settings.timeout_s
 
-        try:
-            session = run_session(
-                settings.arms, settings.max_arms,
-                lambda index, role, focus: measure_until_clean(
-                    lambda: measure_arm(
-                        context, suite, out_dir, index, role, focus, hygiene=hygiene
-                    ),
-                    hygiene, out_dir, index, role, in_time,
-                ),
-                compare,
-                may_add=in_time,
-                on_compare=on_compare,
+        def measure(index: int, role: Role, focus: Focus) -> ArmReport:
+            return measure_until_clean(
+                lambda: measure_arm(context, suite, out_dir, index, role, focus, hygiene=hygiene),
+                hygiene, out_dir, index, role, in_time,
             )  # fmt: skip
+
+        try:
+            session, cross = _measured(
+                settings, recorded, files, inputs, measure, compare, in_time, on_compare
+            )
         except BootError:
             raise  # the harness reports it with its evidence
         except SparkgateError as error:
@@ -242,19 +358,7 @@ class BenchmarkRunner:
                 Ledger().with_session(candidates[0], candidates[1]), out_dir / "aa-gaps.json"
             )
         passed = session.decision is SessionDecision.PASS
-        summary = BenchmarkSummary(
-            arms=list(session.roles),
-            tolerance=settings.tolerance,
-            decision=session.decision.value,
-            ledger_gaps=session.comparison.ledger_gaps,
-            looks=looks,
-            slower_rule=session.comparison.slower_rule,
-            gate_metrics=settings.gate_metrics,
-            tolerances=settings.tolerances,
-            points=points_summary(session),
-            kv_capacity_tokens=kv_capacity_by_role(session),
-            disturbed=hygiene.disturbed,
-        )
+        summary = _summary(session, settings, looks, hygiene, cross)
         # a pass says what the board, records and artifact say (the one headline); a failure
         # says why, naming the rows that decided
         return GateVerdict(
@@ -272,7 +376,12 @@ BENCHMARK = BenchmarkRunner()
 
 
 def run_benchmark(
-    context: GateContext, settings: BenchmarkGate, out_dir: Path, *, ledger: Ledger | None = None
+    context: GateContext,
+    settings: BenchmarkGate,
+    out_dir: Path,
+    *,
+    ledger: Ledger | None = None,
+    recorded: RecordedArms | None = None,
 ) -> GateResult:
     """The gate through the harness, on its own (tests and scripts)."""
-    return run_gate(BENCHMARK, context, settings, ledger, out_dir)
+    return run_gate(BENCHMARK, context, settings, BenchmarkInputs(ledger, recorded), out_dir)

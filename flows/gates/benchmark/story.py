@@ -131,6 +131,19 @@ def disturbed_line(summary: BenchmarkSummary) -> str:
     )
 
 
+def cross_session_line(summary: BenchmarkSummary) -> str:
+    """The rule an irreversible host change was decided by, its width and where its previous
+    arms came from."""
+    cross = summary.cross_session
+    if cross is None:
+        return ""
+    return (
+        f"Compared across sessions (the hosts changed irreversibly): the previous release's "
+        f"{len(cross.recorded_arms)} arms of record `{cross.record}` (kept under arms/recorded-*); "
+        f"{cross.rule}: {cross.allowance_pct:g} % on each side."
+    )
+
+
 _COUNT_ORDER = ("slower", "inconclusive", "faster", "level")
 
 
@@ -245,6 +258,8 @@ def section(summary: BenchmarkSummary, record: RecordView) -> list[str]:
         lines += ["", kv_capacity_line(summary.kv_capacity_tokens)]
     if summary.disturbed:
         lines += ["", disturbed_line(summary)]
+    if summary.cross_session is not None:
+        lines += ["", cross_session_line(summary)]
     return lines + plot_link(record, "benchmark")
 
 

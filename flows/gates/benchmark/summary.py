@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from flows.bench.stats import SlowerRule
+from flows.gates.benchmark.cross_rules import CrossSession
 from flows.spec.gate_policy import GatePolicy
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -65,6 +66,9 @@ class BenchmarkSummary(BaseModel):
     """KV cache capacity (tokens) per role where the engine exports it; reported, never gated."""
     disturbed: list[DisturbedArm] = []
     """Arms measured again because a host probe crossed its limit (not counted in `arms`)."""
+    cross_session: CrossSession | None = None
+    """An irreversible host change: the previous release's arms came from another session's
+    record (copied under arms/recorded-*), compared by the wider rule this states."""
 
     def policy(self) -> GatePolicy:
         """The gate policy the session used (None: the engine-level default), to recompute it."""

@@ -183,14 +183,17 @@ def run_release_tests(
 def _where(context: GateContext, node: str) -> dict[str, object]:
     """Where and how the tests run, as far as it can change their outcome: the cluster, the
     node, its runtime and the rank environment of this release there (references, never a
-    secret's value)."""
+    secret's value), and the release's host layers (a host change is run on, never reused
+    from a run on the hosts before it)."""
     cluster = context.cluster
     plan = next(p for p in render_all(cluster, context.release) if p.node == node)
+    layers = [layer.model_dump(mode="json") for layer in context.release.host]
     return {
         "cluster": cluster.name,
         "node": cluster.node(node).model_dump(mode="json"),
         "runtime": cluster.runtime.model_dump(mode="json"),
         "env": plan.env,
+        **({"host": layers} if layers else {}),
     }
 
 
