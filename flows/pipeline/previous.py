@@ -14,13 +14,13 @@ so building the previous release again would compare the candidate with itself.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from flows.cluster.build.adopted_image import recorded_image
 from flows.errors import MissingPreviousError
 from flows.gates.base import RecordedArms
 from flows.gates.determinism.kept import record_hashes
+from flows.record.arms import candidate_arm_folders
 from flows.record.reader import latest_record, published_shapes
 from flows.spec.cluster import Cluster
 from flows.spec.release import Release, previous_file
@@ -123,17 +123,9 @@ def recorded_arms(experiments: Path, previous: str, shape: str) -> RecordedArms 
     each still as saved (disturbed arms aside): what an irreversible host change is compared
     with."""
     found = latest_record(experiments, previous, shape=shape)
-    stage = found.stages.get("benchmark") if found is not None else None
-    if found is None or found.folder is None or stage is None:
+    if found is None:
         return None
-    arms = [
-        match.group(1)
-        for file in stage.files
-        if (match := re.fullmatch(r"benchmark/arms/(\d+-candidate)/arm\.json", file.path))
-        and found.saved_json(file.path) is not None
-    ]
-    arms.sort(key=lambda name: int(name.partition("-")[0]))
-    folders = [found.folder / "benchmark" / "arms" / name for name in arms]
+    folders = candidate_arm_folders(found)
     return RecordedArms(found.name, folders) if folders else None
 
 

@@ -8,18 +8,33 @@ the ones that counted; disturbed arms never do), each with the host facts the re
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from flows.bench.hosts import FACTS_FILE, HostFacts
 from flows.bench.report import ArmFileError, ArmReport, read_arm
-from flows.gates.benchmark.rules import arm_folder
-from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.record.model import Record
 from flows.record.reader import read_record
 
 BENCHMARK_STAGE = "benchmark"
+# The arms that counted; a disturbed arm is kept beside them as `<i>-<role>-disturbed-<k>`.
+CANDIDATE_ARM = re.compile(rf"{BENCHMARK_STAGE}/arms/(\d+)-candidate/arm\.json")
+
+
+def candidate_arm_folders(record: Record) -> list[Path]:
+    """The folders of the record's candidate arms in session order, each arm.json still as
+    saved (an edited arm stands for nothing)."""
+    stage = record.stages.get(BENCHMARK_STAGE)
+    if record.folder is None or stage is None:
+        return []
+    found = sorted(
+        (int(match.group(1)), file.path)
+        for file in stage.files
+        if (match := CANDIDATE_ARM.fullmatch(file.path)) and record.saved_json(file.path)
+    )
+    return [record.folder / Path(path).parent for _, path in found]
 
 
 def record_facts(record: Record) -> HostFacts | None:
@@ -46,17 +61,11 @@ def candidate_arms(folder: Path) -> list[ArmReport]:
         ArmFileError: when the record has no benchmark stage or no candidate arm.
     """
     record = read_record(folder)
-    entry = record.stages.get(BENCHMARK_STAGE)
-    summary = entry.summary_as(BenchmarkSummary) if entry else None
-    if summary is None or "candidate" not in summary.arms:
+    folders = candidate_arm_folders(record)
+    if not folders:
         raise ArmFileError(f"{folder}: no benchmark stage with a candidate arm in this record")
     facts = record_facts(record)
-    stage = folder / BENCHMARK_STAGE
-    arms = [
-        read_arm(arm_folder(stage, index, role))
-        for index, role in enumerate(summary.arms, 1)
-        if role == "candidate"
-    ]
+    arms = [read_arm(arm) for arm in folders]
     return [
         arm if arm.host_facts is not None else arm.model_copy(update={"host_facts": facts})
         for arm in arms
