@@ -40,9 +40,14 @@ class Receiver:
         self.server.server_close()
         self.thread.join(10)
 
-    def posted(self, release: str, state: str) -> dict[str, Any] | None:
-        """The first body posted for `release` entering `state`, or None."""
+    def posted(self, release: str, state: str, says: str = "") -> dict[str, Any] | None:
+        """The first body posted for `release` entering `state` whose message starts with
+        `says`, or None."""
         return next(
-            (b for b in self.bodies if b.get("release") == release and b.get("state") == state),
+            (
+                b for b in self.bodies
+                if b.get("release") == release and b.get("state") == state
+                and str(b.get("message", "")).startswith(says)
+            ),
             None,
-        )
+        )  # fmt: skip
