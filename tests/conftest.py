@@ -9,6 +9,7 @@ server must say so with the `prefect_server` marker (`make unit` leaves those ou
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Generator
 from pathlib import Path
 
@@ -28,6 +29,21 @@ from tests.support.prefect_server import prefect_api, prefect_in_process  # noqa
 from tests.support.project import ProjectKind
 
 MUST_RUN_IN_CI = ("lab", "docker")
+
+
+def _ctrl_c_reaches_children() -> None:
+    """Give SIGINT its default meaning again when pytest was started with it ignored.
+
+    A non-interactive shell starts a background job (`bash .ci/run &`) with SIGINT ignored, and
+    an ignored signal stays ignored across exec: every command a test then interrupts "with
+    Ctrl-C" would ignore it and run on (the qualification finishing and publishing anyway).
+    From a terminal SIGINT is never ignored; the tests deliver it as a terminal would.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_ctrl_c_reaches_children()
 SERVER_FIXTURES = ("prefect_api", "prefect_in_process")
 
 
