@@ -132,3 +132,19 @@ def docker_lab(plan: LabPlan, lab_dir: Path) -> Iterator[LabState]:
         yield lab_up(plan, lab_dir, engine_file=ENGINE_FILE, python=sys.executable)
     finally:
         lab_down(lab_dir)
+
+
+@contextmanager
+def own_lab(plan: LabPlan, lab_dir: Path) -> Iterator[Lab]:
+    """A lab of namespace hosts (no docker) for one module, with its own plan: a test double's
+    commands on the sessions' PATH (`plan.session_path`) need a lab of their own, as sshd's
+    environment is fixed when the shared `lab` starts. Skipped where labs cannot run."""
+    reason = lab_unavailable()
+    if reason:
+        pytest.skip(reason)
+    try:
+        state = lab_up(plan, lab_dir, engine_file=ENGINE_FILE, python=sys.executable)
+        assert state.cluster_file is not None
+        yield Lab(plan=plan, state=state, cluster=load_model(state.cluster_file, Cluster))
+    finally:
+        lab_down(lab_dir)
