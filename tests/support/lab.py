@@ -132,3 +132,23 @@ def docker_lab(plan: LabPlan, lab_dir: Path) -> Iterator[LabState]:
         yield lab_up(plan, lab_dir, engine_file=ENGINE_FILE, python=sys.executable)
     finally:
         lab_down(lab_dir)
+
+
+@contextmanager
+def own_lab(plan: LabPlan, lab_dir: Path) -> Iterator[Lab]:
+    """A lab of namespace hosts (no docker) for one module, with its own plan: a test double's
+    commands on the sessions' PATH (`plan.session_path`) need a lab of their own, as sshd's
+    environment is fixed when the shared `lab` starts. Skipped where labs cannot run; a file
+    lock keeps two test sessions from building the same lab at once."""
+    reason = lab_unavailable()
+    if reason:
+        pytest.skip(reason)
+    lab_dir.parent.mkdir(parents=True, exist_ok=True)
+    with (lab_dir.parent / f"{lab_dir.name}.lock").open("w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        try:
+            state = lab_up(plan, lab_dir, engine_file=ENGINE_FILE, python=sys.executable)
+            assert state.cluster_file is not None
+            yield Lab(plan=plan, state=state, cluster=load_model(state.cluster_file, Cluster))
+        finally:
+            lab_down(lab_dir)

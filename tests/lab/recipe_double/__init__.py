@@ -9,5 +9,8 @@ A docker lab (namespace hosts, each with its own dockerd) becomes three "Sparks"
   (`spark_double.py`), `config/cluster.json`, a lock naming the base image, and `docker/` with the
   image's Dockerfile, its entry point `vllm` (`vllm_double.py`) and the tests tree;
 - the image (`image/Dockerfile`) runs as root on top of the bundled engine's image, with the
-  tests at /opt/spark3/candidate/vllm and `vllm serve` as its entry point.
+  tests at /opt/spark3/candidate/vllm and `vllm serve` as its entry point;
+- the example clusters' probes are answered by `nvidia-smi`, `cat` and `grep` first on the
+  sessions' PATH (`spark_probes.py`), from per-host Spark files a test changes while an arm is
+  sampled (`spark_host.py`): the GPU's query, the APST timeouts and the RDMA hw_counters.
 """
