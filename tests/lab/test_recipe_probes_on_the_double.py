@@ -97,12 +97,6 @@ def test_preflight_reads_the_apst_facts_on_the_double(
     assert (names[2], APST_PRIMARY) not in {(e.node, e.check) for e in report.errors}  # a WARN
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="config/examples/tp3-triangle.yaml writes `--format=csv,noheader` unquoted in a YAML "
-    "flow list, which splits it into `--format=csv` and `noheader`: nvidia-smi then prints its "
-    "header and the fact reads 'driver_version\\n580.178.04' on every Spark",
-)
 def test_preflight_checks_the_driver_fact_on_the_double(
     cluster: Cluster, sparks: list[SparkHost]
 ) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from flows.cli import main
 from flows.cluster.build.adopted_image import tag_from_output
+from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
 from flows.spec.release import Release
 
@@ -147,3 +148,15 @@ def test_r6x_and_r6y_hash_alike_and_share_the_classification() -> None:
     assert r6x.gates.benchmark.suite == r6y.gates.benchmark.suite
     assert r6y.gates.benchmark.suite == ["release-tp3", "single-stream"]
     assert r6y.build.cwd == "/home/swank/projects/spark-ds41f"
+
+
+@pytest.mark.parametrize("shape", ["tp3-triangle", "tp4-ring"])
+def test_the_driver_fact_asks_nvidia_smi_for_the_bare_value(shape: str) -> None:
+    """An unquoted `--format=csv,noheader` in a YAML flow list splits at the comma: nvidia-smi
+    then prints its header and the fact could never match on a Spark (found by the lab test
+    tests/lab/test_recipe_probes_on_the_double.py)."""
+    cluster = load_model(ROOT / "config" / "examples" / f"{shape}.yaml", Cluster)
+    driver = next(fact for fact in cluster.probes.facts if "driver" in fact.name.lower())
+    assert driver.argv == ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+    for fact in [*cluster.probes.facts, *cluster.probes.samples]:
+        assert "noheader" not in fact.argv, fact.name  # a stray word of a split option
