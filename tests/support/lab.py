@@ -98,18 +98,8 @@ class Lab:
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
     """Three namespace hosts with sshd for the whole session, always torn down."""
-    reason = lab_unavailable()
-    if reason:
-        pytest.skip(reason)
-    LAB_DIR.mkdir(parents=True, exist_ok=True)
-    with (LAB_DIR.parent / "test-lab.lock").open("w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        try:
-            state = lab_up(PLAN, LAB_DIR, engine_file=ENGINE_FILE, python=sys.executable)
-            assert state.cluster_file is not None
-            yield Lab(plan=PLAN, state=state, cluster=load_model(state.cluster_file, Cluster))
-        finally:
-            lab_down(LAB_DIR)
+    with own_lab(PLAN, LAB_DIR) as running:
+        yield running
 
 
 def docker_lab_missing() -> str | None:
@@ -143,7 +133,7 @@ def own_lab(plan: LabPlan, lab_dir: Path) -> Iterator[Lab]:
     reason = lab_unavailable()
     if reason:
         pytest.skip(reason)
-    lab_dir.parent.mkdir(parents=True, exist_ok=True)
+    lab_dir.mkdir(parents=True, exist_ok=True)
     with (lab_dir.parent / f"{lab_dir.name}.lock").open("w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)
         try:

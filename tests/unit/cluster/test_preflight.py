@@ -237,18 +237,25 @@ def test_the_engine_profile_sets_the_memory_floor_of_a_boot() -> None:
     assert thresholds_for(local) == Thresholds()  # the bundled engine names no floor
 
 
-def test_a_host_fact_unlike_its_expectation_stops_preflight_naming_node_fact_values(
-    tmp_path: Path,
-) -> None:
-    """A sysfs-like file in each node's workdir stands for a host setting (the recipe's APST
-    timeout); on one node it differs, and preflight stops with that node, fact and both values."""
-    nodes = []
+def _apst_nodes(tmp_path: Path) -> list[dict[str, object]]:
+    """Two local nodes whose workdirs hold a sysfs-like APST timeout file: 2000 on n0, 100 on
+    n1 (a host setting that differs on one node)."""
+    nodes: list[dict[str, object]] = []
     for index, value in enumerate(("2000", "100")):
         workdir = tmp_path / f"n{index}"
         workdir.mkdir()
         (workdir / "apst_primary_timeout_ms").write_text(value + "\n")
         nodes.append({"name": f"n{index}", "rank": index, "head": index == 0,
                       "address": "127.0.0.1", "workdir": str(workdir)})  # fmt: skip
+    return nodes
+
+
+def test_a_host_fact_unlike_its_expectation_stops_preflight_naming_node_fact_values(
+    tmp_path: Path,
+) -> None:
+    """A sysfs-like file in each node's workdir stands for a host setting (the recipe's APST
+    timeout); on one node it differs, and preflight stops with that node, fact and both values."""
+    nodes = _apst_nodes(tmp_path)
     fact = {"name": "apst primary timeout", "argv": ["cat", "{workdir}/apst_primary_timeout_ms"],
             "parse": "number", "at_least": 2000}  # fmt: skip
     text = {"name": "apst as text", "argv": ["cat", "{workdir}/apst_primary_timeout_ms"],
@@ -284,13 +291,7 @@ def test_a_node_below_its_startup_memory_guard_fails_preflight() -> None:
 def test_preflight_keeps_each_nodes_host_facts_and_they_can_be_read_alone(tmp_path: Path) -> None:
     """A record keeps the facts preflight read (host-facts.json), and `bench run -c` reads them
     alone on a serving cluster: the values by node and fact, a fact that cannot be read with why."""
-    nodes = []
-    for index, value in enumerate(("2000", "100")):
-        workdir = tmp_path / f"n{index}"
-        workdir.mkdir()
-        (workdir / "apst_primary_timeout_ms").write_text(value + "\n")
-        nodes.append({"name": f"n{index}", "rank": index, "head": index == 0,
-                      "address": "127.0.0.1", "workdir": str(workdir)})  # fmt: skip
+    nodes = _apst_nodes(tmp_path)
     facts = [
         {"name": "apst", "argv": ["cat", "{workdir}/apst_primary_timeout_ms"], "parse": "number",
          "at_least": 0},
