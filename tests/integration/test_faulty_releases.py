@@ -28,22 +28,22 @@ pytestmark = [
 ]  # fmt: skip
 
 # The benchmark suite of the slower release: the steady points that config/suites/release-local.yaml
-# gates (the engine grid and the prefix replay), at its engine CPU tolerance (15 %, what this
-# machine's noise resolves), up to fifteen arms. The fault adds 20 % of a step's wall time as work
-# (a 0.05 fault measured +5 to +15 % of rank 0's CPU time per step). A point is slower when its
+# gates (the engine grid and the prefix replay), judged on engine CPU at 20 %, not its 15 %:
+# CI runs on machines noisier than the one the 15 % was measured on, and qualify refuses a
+# tolerance the module's four-arm calibration says the cluster cannot resolve within max_arms
+# (docs/statistics.md). A CI machine of 2026-12-07 calibrated step/grid at 10.2 % SD, where 15 %
+# is not provable in 15 arms (exit 2); 20 % in 20 arms is provable up to about 13.5 % SD (more
+# arms than 20 resolve less: each look then holds a stricter level). The fault adds 30 % of a
+# step's wall time as work (a 20 % fault measured +19 to +21 % of engine CPU), so it stays a
+# regression that matters here too: beyond 20 %, and at most twice it. A point is slower when its
 # interval, at Pocock's level for the session's looks and split one-sided among the gated points,
-# lies wholly on the slow side of no change and its estimate beyond the 15 % tolerance (the
-# recipe's own regression rule). Fifteen arms and a four-arm calibration keep the tolerance
-# resolvable unless the calibration's arms scatter by more than about 9 % (qualify refuses a
-# tolerance the ledger cannot resolve within max_arms, docs/statistics.md). The client-shaped
-# decode points (closed-loop streams) are left out: they share two cores with the load generator
-# and scattered 5.5-8.8 % between boots over 20 real A/A sessions (docs/statistics.md), so a CI
-# run of 2026-12-06 left `slower` inconclusive on them after eleven arms (420 s); on the engine
-# grid and prefix points `python -m flows.research.sessions releases/faulty/slower.yaml` (then a
-# 5 % fault at 3 %) named it slower in 9 of 10.
+# lies wholly on the slow side of no change and its estimate beyond the tolerance (the recipe's
+# own regression rule); arms past that decision are never run. The client-shaped decode points
+# (closed-loop streams) are left out: they share two cores with the load generator and scattered
+# 5.5-8.8 % between boots over 20 real A/A sessions (docs/statistics.md).
 SLOWDOWN_SUITE = {
     "kind": "suite", "name": "slowdown", "description": "engine grid and prefix, steady points",
-    "seed": 0, "samples": 3, "warmup": 1, "tolerances": {"engine_cpu_ms": 0.15},
+    "seed": 0, "samples": 3, "warmup": 1, "tolerances": {"engine_cpu_ms": 0.20},
     "workloads": [
         {"kind": "step_grid", "name": "step", "concurrency": [1, 4], "context": [128, 1024],
          "max_tokens": 16},
@@ -75,9 +75,9 @@ FAULTS = [
     Fault("crash-on-boot", "determinism", ("boot failed", "rank 1")),
     Fault("lazy-kernel", "cold_boots", ("compiles after preparation", "mlp"),
           cold_boots=TRIMMED_COLD_BOOTS),
-    Fault("slower", "benchmark", ("slower beyond 15%", "engine_cpu_ms"),
+    Fault("slower", "benchmark", ("slower beyond 20%", "engine_cpu_ms"),
           cold_boots=TRIMMED_COLD_BOOTS,
-          benchmark={"enabled": True, "suite": "SLOWDOWN", "max_arms": 15}),
+          benchmark={"enabled": True, "suite": "SLOWDOWN", "max_arms": 20}),
 ]  # fmt: skip
 
 
@@ -134,13 +134,13 @@ def _assert_slower(summary: BenchmarkSummary | None) -> None:
     assert summary.slower_rule is SlowerRule.SIGNIFICANT
     gated = [row for row in summary.points if row.gated]
     assert {row.unit for row in gated} == {"engine_cpu_ms"}, gated
-    assert summary.looks == 13  # after C1, P, C2 and after each of twelve more arms
+    assert summary.looks == 18  # planned: after C1, P, C2 and after each of 17 more arms
     assert summary.decision == "fail-slower", (summary.decision, gated)
     assert all(row.verdict in ("slower", "inconclusive") for row in gated), gated
     slower = [row for row in gated if row.verdict == "slower"]
     assert slower, gated
-    assert all(row.tolerance_pct == 15.0 for row in gated), gated  # the suite's, not the 3 %
-    assert all(row.change is not None and row.change > 15.0 for row in slower), slower
+    assert all(row.tolerance_pct == 20.0 for row in gated), gated  # the suite's, not the 3 %
+    assert all(row.change is not None and row.change > 20.0 for row in slower), slower
     assert all(row.low is not None and row.low > 0.0 for row in slower), slower
 
 

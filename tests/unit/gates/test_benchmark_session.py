@@ -246,7 +246,7 @@ def test_the_slower_release_is_r1_with_a_slowdown_beyond_its_tolerance_and_at_mo
     slower = load_model(ROOT / "releases/faulty/slower.yaml", Release)
     r1 = load_model(ROOT / "releases/r1.yaml", Release)
     assert slower.previous == "r1"
-    assert slower.engine.env == {"SPARKENGINE_FAULT_SLOWDOWN": "0.20"}
+    assert slower.engine.env == {"SPARKENGINE_FAULT_SLOWDOWN": "0.30"}
     assert slower.engine.options == r1.engine.options
     assert slower.build == r1.build  # same build: the switch is the only difference
     assert slower.outputs.change == "unchanged"
