@@ -149,7 +149,7 @@ def test_the_lab_overlay_changes_only_addresses_users_and_paths(tmp_path: Path) 
     assert _without(moved, str(root)) == original
 
 
-def test_a_docker_lab_session_reaches_its_own_daemon_and_the_extra_path(tmp_path: Path) -> None:
+def test_a_lab_session_has_its_own_home_and_daemon_and_the_extra_path(tmp_path: Path) -> None:
     plan = LabPlan(prefix="sg-x", docker=True, session_path=("/double/bin",))
     from flows.cluster.lab.hosts import _session_env  # noqa: PLC0415 - private, tested here
 
@@ -158,5 +158,6 @@ def test_a_docker_lab_session_reaches_its_own_daemon_and_the_extra_path(tmp_path
     assert env["PATH"].startswith("/double/bin:/usr/local/sbin:")
     text = sshd_config_text("198.18.0.10", tmp_path, tmp_path / "keys", env)
     setenv = [line for line in text.splitlines() if line.startswith("SetEnv ")]
-    assert setenv == [f"SetEnv DOCKER_HOST={env['DOCKER_HOST']} PATH={env['PATH']}"]  # one line
-    assert _session_env(LabPlan(prefix="sg-x"), "sg-x-0", tmp_path) == {}
+    home = f"{tmp_path}/hosts/sg-x-0/home"  # its own, never the controller's dotfiles
+    assert setenv == [f"SetEnv HOME={home} DOCKER_HOST={env['DOCKER_HOST']} PATH={env['PATH']}"]
+    assert _session_env(LabPlan(prefix="sg-x"), "sg-x-0", tmp_path) == {"HOME": home}

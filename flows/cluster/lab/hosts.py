@@ -359,6 +359,7 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
     name = plan.namespace(index)
     host_dir = lab_dir / "hosts" / name
     host_dir.mkdir(parents=True, exist_ok=True)
+    session_home(name, lab_dir).mkdir(exist_ok=True)
     public_key = _keygen(host_dir / "ssh_host_ed25519_key", f"sparkgate-lab-{name}")
     config = host_dir / "sshd_config"
     address = str(plan.address(index))
@@ -383,9 +384,21 @@ def _start_sshd(plan: LabPlan, index: int, lab_dir: Path, sshd: Path, record: _R
     return public_key
 
 
+def session_home(name: str, lab_dir: Path) -> Path:
+    """Host `name`'s home folder: its SSH sessions' HOME."""
+    return lab_dir / "hosts" / name / "home"
+
+
 def _session_env(plan: LabPlan, name: str, lab_dir: Path) -> dict[str, str]:
-    """What an SSH session on host `name` sees: its own dockerd and the plan's extra PATH."""
-    env: dict[str, str] = {}
+    """What an SSH session on host `name` sees: a home of its own, its own dockerd and the
+    plan's extra PATH.
+
+    The hosts share this machine's files, root's home included, and bash sources ~/.bashrc for
+    every command sshd runs: a controller's shell set-up (a `pyenv init` there took about a
+    second per command) is no node's, so each host's sessions get a home of their own, as a real
+    node has.
+    """
+    env: dict[str, str] = {"HOME": str(session_home(name, lab_dir))}
     if plan.docker:
         from flows.cluster.lab.dockerd import daemon_root  # noqa: PLC0415 - docker only when asked
 
