@@ -28,6 +28,12 @@ CROSS_FILE = "cross-cluster.json"
 """What `bench compare --out` writes when a side carries host facts."""
 DRAFT_KEYS = ("spec_drafts", "spec_accepted_tokens")
 """Profile keys of the draft counters, read where an engine profile names them."""
+EngineProfileOption = Annotated[
+    Path | None, typer.Option(help="engine profile YAML whose metric names to use")
+]
+"""`--engine`, taken by every command that measures a live endpoint."""
+ApiKeyOption = Annotated[str | None, typer.Option(envvar="SPARKGATE_API_KEY", help="bearer token")]
+"""`--api-key`, likewise."""
 
 bench_app = typer.Typer(help="Benchmark arms: run, import, compare.", no_args_is_help=True)
 
@@ -156,12 +162,8 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     suite: Annotated[str, typer.Option("--suite", help="suite file or config/suites name")],
     out: Annotated[Path, typer.Option("--out", help="directory to write arm.json into")],
     label: Annotated[str, typer.Option(help="arm label, e.g. the release name")] = "arm",
-    engine: Annotated[
-        Path | None, typer.Option(help="engine profile YAML whose metric names to use")
-    ] = None,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="SPARKGATE_API_KEY", help="bearer token")
-    ] = None,
+    engine: EngineProfileOption = None,
+    api_key: ApiKeyOption = None,
     cluster: Annotated[
         str | None,
         typer.Option(
@@ -424,12 +426,8 @@ def replay_command(  # noqa: PLR0917 - typer maps parameters to options
     ] = "back_to_back",
     max_gap_s: Annotated[float, typer.Option(help="longest recorded gap waited")] = 60.0,
     turns: Annotated[int | None, typer.Option(min=1, help="replay only the first N")] = None,
-    engine: Annotated[
-        Path | None, typer.Option(help="engine profile YAML whose metric names to use")
-    ] = None,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="SPARKGATE_API_KEY", help="bearer token")
-    ] = None,
+    engine: EngineProfileOption = None,
+    api_key: ApiKeyOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="print the turns as JSON on stdout")
     ] = False,

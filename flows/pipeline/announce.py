@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from flows.errors import SpecError
 from flows.fileio import PRIVATE_MODE, write_text
 from flows.lines import LineSink
+from flows.pipeline.events import Forwarder
 from flows.pipeline.inputs import QualificationInputs
 from flows.pipeline.notify import WAITING, url_problem
 from flows.pipeline.run_label import run_tags, run_title
@@ -133,7 +134,7 @@ def post(hook: Webhook, notice: Notice) -> str | None:
     return None
 
 
-class Announcer:
+class Announcer(Forwarder):
     """A `StageObserver` in front of the command's own: forwards every event, notes the record
     when it is published, and posts when the run waits for a person; the command tells it how
     the run ended (`ended`)."""
@@ -149,7 +150,7 @@ class Announcer:
         experiments: Path,
         warn: LineSink,
     ) -> None:
-        self.observer = observer
+        super().__init__(observer)
         self.hook = hook
         self.run = run
         self.tags = tags
@@ -159,23 +160,11 @@ class Announcer:
         self.record: str | None = None
         self._paused = False
 
-    def started(self, stage: str) -> None:
-        """Forwarded."""
-        self.observer.started(stage)
-
-    def progressed(self, what: str, done: int, total: int) -> None:
-        """Forwarded."""
-        self.observer.progressed(what, done, total)
-
-    def note(self, line: str) -> None:
-        """Forwarded."""
-        self.observer.note(line)
-
     def finished(self, stage: str, status: str, detail: str = "") -> None:
         """Forwarded; the published record's path is kept (the `record` stage's detail)."""
         if stage == "record" and status == "passed" and detail:
             self.record = detail
-        self.observer.finished(stage, status, detail)
+        super().finished(stage, status, detail)
 
     def waiting(self, prompt: str) -> None:
         """Post Paused once (a warning if it fails), then show the prompt: it stays last."""

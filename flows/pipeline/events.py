@@ -129,18 +129,14 @@ class Tee:
             observer.waiting(prompt)
 
 
-class StageClock:
-    """The flow's own record of its stages (status, seconds), forwarding each event."""
+class Forwarder:
+    """An observer in front of another: each event it does not handle itself goes on as is."""
 
     def __init__(self, observer: StageObserver) -> None:
         self.observer = observer
-        self._started: dict[str, float] = {}
-        self._seconds: dict[str, float] = {}
-        self._statuses: dict[str, str] = {}
 
     def started(self, stage: str) -> None:
-        """Start timing a stage."""
-        self._started[stage] = time.monotonic()
+        """Forwarded."""
         self.observer.started(stage)
 
     def progressed(self, what: str, done: int, total: int) -> None:
@@ -152,16 +148,35 @@ class StageClock:
         self.observer.note(line)
 
     def finished(self, stage: str, status: str, detail: str = "") -> None:
-        """Stop timing a stage and keep its status (one never started is not timed)."""
-        began = self._started.pop(stage, None)
-        if began is not None:
-            self._seconds[stage] = time.monotonic() - began
-            self._statuses[stage] = status
+        """Forwarded."""
         self.observer.finished(stage, status, detail)
 
     def waiting(self, prompt: str) -> None:
         """Forwarded."""
         self.observer.waiting(prompt)
+
+
+class StageClock(Forwarder):
+    """The flow's own record of its stages (status, seconds), forwarding each event."""
+
+    def __init__(self, observer: StageObserver) -> None:
+        super().__init__(observer)
+        self._started: dict[str, float] = {}
+        self._seconds: dict[str, float] = {}
+        self._statuses: dict[str, str] = {}
+
+    def started(self, stage: str) -> None:
+        """Start timing a stage."""
+        self._started[stage] = time.monotonic()
+        super().started(stage)
+
+    def finished(self, stage: str, status: str, detail: str = "") -> None:
+        """Stop timing a stage and keep its status (one never started is not timed)."""
+        began = self._started.pop(stage, None)
+        if began is not None:
+            self._seconds[stage] = time.monotonic() - began
+            self._statuses[stage] = status
+        super().finished(stage, status, detail)
 
     def seconds(self) -> dict[str, float]:
         """Elapsed seconds of every timed stage, in the order they finished."""

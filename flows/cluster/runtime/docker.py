@@ -52,7 +52,7 @@ from flows.cluster.runtime.containers import (
     stop_rank,
 )
 from flows.cluster.runtime.docker_tests import ImageTestHost
-from flows.cluster.runtime.memory_guard import RankGuard, mem_available_kib, shortfall
+from flows.cluster.runtime.memory_guard import RankGuard, node_meminfo, refuse_below_startup
 from flows.cluster.runtime.run_args import run_arg_options
 from flows.cluster.transport.base import Transport
 from flows.cluster.transport.docker_client import DockerEndpoint, connect
@@ -385,10 +385,7 @@ class DockerRanks:
         settings = docker_spec(self._cluster).memory_guard
         if settings is None:
             return
-        meminfo = self._node(plan.node).run(["cat", "/proc/meminfo"], timeout=30, check=True)
-        reason = shortfall(mem_available_kib(meminfo.stdout), settings.startup_gib, "startup")
-        if reason is not None:
-            raise BootError(f"node {plan.node}: refusing to start rank {plan.rank}: {reason}")
+        refuse_below_startup(self._node(plan.node), settings, plan.node, plan.rank)
 
     def _guard(self, plan: LaunchPlan, client: docker.DockerClient, container: str) -> None:
         """Watch the started rank's node memory until it is stopped (startup, then steady)."""
@@ -399,13 +396,11 @@ class DockerRanks:
             self._ready_url = plan.ready_url
         transport = self._node(plan.node)
 
-        def read() -> str:
-            return transport.run(["cat", "/proc/meminfo"], timeout=10, check=True).stdout
-
         def kill() -> None:
             with contextlib.suppress(DockerException, RequestException):
                 client.api.kill(container, signal="KILL")
 
+        read = lambda: node_meminfo(transport)  # noqa: E731 - read when checked
         guard = RankGuard(settings, read=read, kill=kill, ready=self._api_ready)
         self._guards[container] = guard.start()
 

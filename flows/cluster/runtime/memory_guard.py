@@ -16,10 +16,19 @@ import threading
 import urllib.request
 from collections.abc import Callable
 
+from flows.cluster.transport.base import Transport
 from flows.errors import BootError, TransportError
 from flows.spec.cluster import MemoryGuard
 
 GIB_KIB = 1024 * 1024
+STARTUP_READ_TIMEOUT_S = 30.0
+WATCH_READ_TIMEOUT_S = 10.0
+
+
+def node_meminfo(transport: Transport, timeout_s: float = WATCH_READ_TIMEOUT_S) -> str:
+    """The node's /proc/meminfo text, read through its transport (a TransportError when it
+    cannot be: the guard then fails closed)."""
+    return transport.run(["cat", "/proc/meminfo"], timeout=timeout_s, check=True).stdout
 
 
 def mem_available_kib(meminfo: str) -> int | None:
@@ -43,8 +52,9 @@ def shortfall(available_kib: int | None, threshold_gib: float, phase: str) -> st
     return None
 
 
-def refuse_below_startup(meminfo: str, settings: MemoryGuard, node: str, rank: int) -> None:
+def refuse_below_startup(transport: Transport, settings: MemoryGuard, node: str, rank: int) -> None:
     """BootError when the node is already below the startup memory guard (nothing starts)."""
+    meminfo = node_meminfo(transport, STARTUP_READ_TIMEOUT_S)
     reason = shortfall(mem_available_kib(meminfo), settings.startup_gib, "startup")
     if reason is not None:
         raise BootError(f"node {node}: refusing to start rank {rank}: {reason}")

@@ -23,7 +23,12 @@ from typing import Any, Literal
 from flows.cluster.boot.caches import CacheTarget, empty_caches
 from flows.cluster.build.wheel import ProcessBuild, build_release, install_everywhere
 from flows.cluster.runtime.base import Build, Installed, NodeInstall, RankHandle, RankStatus
-from flows.cluster.runtime.memory_guard import RankGuard, answers, refuse_below_startup
+from flows.cluster.runtime.memory_guard import (
+    RankGuard,
+    answers,
+    node_meminfo,
+    refuse_below_startup,
+)
 from flows.cluster.runtime.pytest_host import ProcessTestHost, ship_tree, tree_files
 from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError, TransportError
@@ -156,8 +161,7 @@ class ProcessRuntime:
         guard = self._memory_guard()
         transport = self._node(plan.node)
         if guard is not None:
-            meminfo = transport.run(["cat", "/proc/meminfo"], timeout=30, check=True).stdout
-            refuse_below_startup(meminfo, guard, plan.node, plan.rank)
+            refuse_below_startup(transport, guard, plan.node, plan.rank)
         pid = transport.start(argv, stdout_path=log_path, env=env, cwd=plan.cwd)
         if guard is not None:
             self._guard(plan, pid, guard)
@@ -229,13 +233,11 @@ class ProcessRuntime:
             self._ready_url = plan.ready_url
         transport = self._node(plan.node)
 
-        def read() -> str:
-            return transport.run(["cat", "/proc/meminfo"], timeout=10, check=True).stdout
-
         def kill() -> None:
             transport.kill(pid, signal.SIGKILL)
 
         ready = lambda: answers(self._ready_url)  # noqa: E731 - read when checked
+        read = lambda: node_meminfo(transport)  # noqa: E731 - read when checked
         self._guards[pid] = RankGuard(settings, read=read, kill=kill, ready=ready).start()
 
     def _node(self, name: str) -> Transport:
