@@ -26,7 +26,7 @@ from flows.bench.report import ArmReport, read_arm, write_arm
 from flows.bench.runner import run_arm, suite_digest
 from flows.cluster.boot.session import load_session, start_release, stop_session
 from flows.engine_api.endpoint import Endpoint
-from flows.engine_api.metrics import scrape_names
+from flows.engine_api.metrics import OPTIONAL_METRICS, scrape_names
 from flows.errors import BenchError, BootError, SparkgateError
 from flows.gates.base import (
     GateContext,
@@ -62,20 +62,29 @@ from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.gates.files import GateFiles
 from flows.gates.harness import failed, run_gate
 from flows.gates.plan import PlanContext, PlanStep
+from flows.spec.cluster import Cluster
 from flows.spec.release import BenchmarkGate, Release
 from flows.spec.suite import Suite
 from flows.spec.suites import load_suites
 
 
 def _endpoint(context: GateContext) -> Endpoint:
-    """The head's API with the metric names of the cluster's engine profile."""
-    metrics = context.cluster.engine.metrics
-    names = scrape_names(
-        metrics.model_dump(
-            exclude={"path", "compiles", "prefix_cache_queries", "prefix_cache_hits"}
-        )
+    return endpoint_of(context.cluster)
+
+
+def endpoint_of(cluster: Cluster) -> Endpoint:
+    """The head's API with the metric names of the cluster's engine profile: the prefix-cache
+    counters as optional names (read where exported: a session point's cached share is checked
+    against them, vLLM's under vLLM's names), every other named metric required."""
+    metrics = cluster.engine.metrics
+    named = metrics.model_dump(exclude={"path", "compiles"})
+    optional = {key: named.pop(key, None) for key in OPTIONAL_METRICS}
+    return Endpoint(
+        api_base_url(cluster),
+        metric_names=scrape_names(named),
+        metrics_path=metrics.path,
+        optional_names=scrape_names(optional),
     )
-    return Endpoint(api_base_url(context.cluster), metric_names=names, metrics_path=metrics.path)
 
 
 def _stop_running(context: GateContext) -> None:
