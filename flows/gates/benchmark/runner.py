@@ -68,10 +68,6 @@ from flows.spec.suite import Suite
 from flows.spec.suites import load_suites
 
 
-def _endpoint(context: GateContext) -> Endpoint:
-    return endpoint_of(context.cluster)
-
-
 def endpoint_of(cluster: Cluster) -> Endpoint:
     """The head's API with the metric names of the cluster's engine profile: the prefix-cache
     counters as optional names (read where exported: a session point's cached share is checked
@@ -154,7 +150,7 @@ def measure_arm(  # noqa: PLR0917 - one arm of one session: all of these name it
         say(f"arm {index} ({role}, {release.name}): ready in {started.wall_s:.1f}s, measuring")
         with hygiene.watch() if hygiene is not None else nullcontext():
             report = run_arm(
-                _endpoint(context), suite, label=f"{index}-{role}", say=say,
+                endpoint_of(context.cluster), suite, label=f"{index}-{role}", say=say,
                 on_sample=lambda done, total: context.advance(f"arm {index} samples", done, total),
             )  # fmt: skip
     finally:
