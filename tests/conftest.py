@@ -44,6 +44,7 @@ def _ctrl_c_reaches_children() -> None:
 
 
 _ctrl_c_reaches_children()
+
 SERVER_FIXTURES = ("prefect_api", "prefect_in_process")
 
 

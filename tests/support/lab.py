@@ -126,10 +126,10 @@ def docker_lab(plan: LabPlan, lab_dir: Path) -> Iterator[LabState]:
 
 @contextmanager
 def own_lab(plan: LabPlan, lab_dir: Path) -> Iterator[Lab]:
-    """A lab of namespace hosts (no docker) for one module, with its own plan: a test double's
-    commands on the sessions' PATH (`plan.session_path`) need a lab of their own, as sshd's
-    environment is fixed when the shared `lab` starts. Skipped where labs cannot run; a file
-    lock keeps two test sessions from building the same lab at once."""
+    """A lab of namespace hosts (no docker) with its own plan, always torn down: the shared
+    `lab`, and a module's own where a test double's commands go on the sessions' PATH
+    (`plan.session_path`), since sshd's environment is fixed when a lab starts. Skipped where
+    labs cannot run; a file lock keeps two test sessions from building the same lab at once."""
     reason = lab_unavailable()
     if reason:
         pytest.skip(reason)

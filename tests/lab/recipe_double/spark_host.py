@@ -19,6 +19,9 @@ import json
 import shutil
 from pathlib import Path
 
+from flows.fileio import write_text
+from tests.lab.recipe_double.spark_probes import GPU_FILE
+
 HERE = Path(__file__).resolve().parent
 COMMANDS = ("nvidia-smi", "cat", "grep")
 DRIVER = "580.178.04"
@@ -46,13 +49,6 @@ def install(root: Path) -> Path:
     return folder
 
 
-def _replace(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.new")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
-
-
 class SparkHost:
     """One double Spark's files: the host reached at `address`."""
 
@@ -72,9 +68,9 @@ class SparkHost:
 
     def gpu(self, **columns: str) -> None:
         """Change what nvidia-smi reports (column names as nvidia-smi prints them)."""
-        path = self.folder / "gpu.json"
+        path = self.folder / GPU_FILE
         current = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        _replace(path, json.dumps(current | columns, indent=1) + "\n")
+        write_text(path, json.dumps(current | columns, indent=1) + "\n")
 
     def event_reasons(self, bits: int) -> None:
         """The GPU's `clocks_event_reasons.active`, printed as nvidia-smi prints the mask."""
@@ -82,7 +78,7 @@ class SparkHost:
 
     def sysfs(self, path: str, text: str) -> None:
         """Write the Spark's `/sys/...` file `path`."""
-        _replace(self.folder / path.lstrip("/"), text + "\n")
+        write_text(self.folder / path.lstrip("/"), text + "\n")
 
     @staticmethod
     def counter_path(hca: str, counter: str) -> str:
@@ -91,4 +87,4 @@ class SparkHost:
     def grow(self, counter: str, by: int, hca: str = HCAS[0]) -> None:
         """An RDMA counter of one HCA grows, as retransmissions on a bad link do."""
         path = self.folder / self.counter_path(hca, counter).lstrip("/")
-        _replace(path, f"{int(path.read_text()) + by}\n")
+        write_text(path, f"{int(path.read_text()) + by}\n")
