@@ -19,14 +19,15 @@ $(STAMP): pyproject.toml engine/pyproject.toml
 	touch $(STAMP)
 
 # Qualify the baseline r1, measure this machine's boot-to-boot noise with an A/A calibration of
-# r1, then qualify r2 against r1, on the local two-node cluster; the records land in
-# experiments/ (`--no-wait`: end "awaiting promotion" instead of waiting for a person).
+# r1 (the workloads that gate: what r2's benchmark decides on), then qualify r2 against r1, on
+# the local two-node cluster; the records land in experiments/ (`--no-wait`: end "awaiting
+# promotion" instead of waiting for a person).
 demo:
 	@date +%s > .demo-started
 	@$(MAKE) --no-print-directory setup
 	$(BIN)/sparkgate validate config releases
 	$(BIN)/sparkgate qualify releases/r1.yaml --no-wait
-	$(BIN)/sparkgate calibrate releases/r1.yaml --arms 3
+	$(BIN)/sparkgate calibrate releases/r1.yaml --arms 3 --gated-only
 # r2's outcome is the demo's, but its summary prints either way: a new user who saw r2 fail
 # still gets the records, the calibration and the wall time.
 	$(BIN)/sparkgate qualify releases/r2.yaml --no-wait; status=$$?; echo; \

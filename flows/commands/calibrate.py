@@ -26,13 +26,21 @@ if TYPE_CHECKING:
     from flows.spec.release import BenchmarkGate
 
 
-def calibrate(
+def calibrate(  # noqa: PLR0917 - typer maps parameters to options
     release: Annotated[
         str, typer.Argument(help="Release name or file, e.g. r1 or releases/r1.yaml.")
     ],
     arms: Annotated[
         int, typer.Option("--arms", help="Fresh boots of the release (n arms give n-1 gaps).")
     ] = 3,
+    gated_only: Annotated[
+        bool,
+        typer.Option(
+            "--gated-only",
+            help="Measure only the suite's gating workloads (shorter arms; reported points get "
+            "no gaps from this calibration).",
+        ),
+    ] = False,
     cluster: ClusterOption = "local",
     as_json: JsonOption = False,
     verbose: VerboseOption = False,
@@ -50,13 +58,14 @@ def calibrate(
     from flows.pipeline.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
     from flows.pipeline.events import current_observer  # noqa: PLC0415
 
-    title = f"calibrate {Path(release_file).stem} on {spec.name}, {arms} arms"
+    measured = ", gated workloads only" if gated_only else ""
+    title = f"calibrate {Path(release_file).stem} on {spec.name}, {arms} arms{measured}"
     with watched_run(title, verbose=verbose, stages=CALIBRATION_STAGES) as board:
         token = current_observer.set(board)
         try:
             state = calibrate_flow(
                 str(release_file.resolve()), str(cluster_path(cluster).resolve()), arms,
-                return_state=True,
+                gated_only, return_state=True,
             )  # fmt: skip
         finally:
             current_observer.reset(token)

@@ -58,8 +58,11 @@ def run_calibration(
     arms: int,
     out_dir: Path,
     measure: Callable[[int], ArmReport] | None = None,
+    *,
+    gated_only: str | None = None,
 ) -> GateResult:
-    """Measure `arms` fresh boots of the release and keep their n-1 A/A gaps in aa-gaps.json."""
+    """Measure `arms` fresh boots of the release and keep their n-1 A/A gaps in aa-gaps.json;
+    `gated_only` says how the suite was narrowed to the workloads that gate, if it was."""
     from flows.gates.benchmark.runner import measure_arm  # noqa: PLC0415
 
     started, began = datetime.now(UTC), time.monotonic()
@@ -83,9 +86,10 @@ def run_calibration(
     write_ledger(ledger, out_dir / GAPS_FILE)
     noise = boot_noise(ledger)
     worst = max(noise, key=lambda name: noise[name])
+    measured = suite.name if gated_only is None else f"{suite.name}, {gated_only}"
     reason = (
         f"{len(ledger.sessions)} A/A gaps from {arms} arms of {context.release.name} "
-        f"({suite.name}); boot noise sd up to {noise[worst]:.2f}% ({worst})"
+        f"({measured}); boot noise sd up to {noise[worst]:.2f}% ({worst})"
     )
     summary = CalibrationSummary(arms=arms, suite=suite.name, shape=context.cluster.shape,
                                  gaps=len(ledger.sessions), boot_noise_pct=noise)  # fmt: skip
@@ -131,14 +135,28 @@ class CalibrationOutcome(BaseModel):
 
 
 @task(name="calibration", cache_policy=NO_CACHE)  # fresh boots every time: never cached
-def calibration_task(context: GateContext, suite: Suite, arms: int, out_dir: Path) -> GateResult:
+def calibration_task(
+    context: GateContext, suite: Suite, arms: int, out_dir: Path, gated_only: str | None
+) -> GateResult:
     """Run the calibration arms (a thin task over `run_calibration`)."""
-    return run_calibration(context, suite, arms, out_dir)
+    return run_calibration(context, suite, arms, out_dir, gated_only=gated_only)
+
+
+def narrowed(suite: Suite) -> tuple[Suite, str]:
+    """The suite's gating workloads, and the words a record says it with."""
+    kept = suite.gated_only()
+    left_out = [w.name for w in suite.workloads if w not in kept.workloads]
+    said = "gated workloads only" + (f", without {', '.join(left_out)}" if left_out else "")
+    return kept, said
 
 
 @flow(name="calibrate-release", validate_parameters=False)
-def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> CalibrationOutcome:
-    """Run one release in every arm on the cluster and publish a calibration record."""
+def calibrate_flow(
+    release_file: str, cluster_file: str, arms: int = 3, gated_only: bool = False
+) -> CalibrationOutcome:
+    """Run one release in every arm on the cluster and publish a calibration record; with
+    `gated_only`, only the suite's gating workloads are measured (shorter arms; the reported
+    points then draw on each session's own gap until qualifications add theirs)."""
     if arms < 2:
         raise BenchError(f"--arms {arms}: a calibration needs at least 2 arms")
     release = load_release(release_file)
@@ -148,7 +166,9 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
     cluster = with_layers_on(cluster, [layer for layer in release.host if not layer.reversible])
     quiet_failed_states()
     label_current_run(run_title("calibrate", release, cluster), run_tags(release, None, cluster))
-    suite = suite_of(release.gates.benchmark)
+    suite, narrowing = suite_of(release.gates.benchmark), None
+    if gated_only:
+        suite, narrowing = narrowed(suite)
     experiments = project_root() / "experiments"
     observer = observer_of_run()
     pinned = as_qualified(experiments, release, cluster)
@@ -165,7 +185,9 @@ def calibrate_flow(release_file: str, cluster_file: str, arms: int = 3) -> Calib
             on_step=lambda host: record.save_json("host.json", host.model_dump(mode="json")),
         ):  # fmt: skip
             observer.started(STAGE)
-            result = calibration_task(prepared.context, suite, arms, record.stage_dir(STAGE))
+            result = calibration_task(
+                prepared.context, suite, arms, record.stage_dir(STAGE), narrowing
+            )
         record.save_stage(result)
     verdict = VERDICT if result.outcome == Outcome.PASSED else "failed"
     observer.finished(STAGE, verdict, f"{arms} arms" if verdict == VERDICT else result.reason)

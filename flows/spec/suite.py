@@ -206,6 +206,13 @@ class Suite(SpecModel):
                 found.append(Problem(where, "must be unique positive counts", "e.g. [1, 2, 4]"))
         return found
 
+    def gated_only(self) -> Suite:
+        """The suite without its reported-only workloads (`gate: false`): what a calibration
+        measures when only the noise of what decides is wanted. Same name, so its gaps pool
+        with the full suite's in the ledger; validation guarantees one workload is left."""
+        gating = [w for w in self.workloads if w.gate is not False]
+        return self.model_copy(update={"workloads": gating})
+
     def samples_of(self, workload: _Workload) -> int:
         """Samples per point of a workload (its own setting, else the suite's)."""
         return workload.samples or self.samples

@@ -1,7 +1,9 @@
-"""`sparkgate calibrate` end to end on the real engine: two fresh arms, one A/A gap, verified.
+"""`sparkgate calibrate --gated-only` end to end on the real engine: two fresh arms, one A/A gap
+of the gating workload, verified.
 
-A trimmed r1 names a tiny suite (two short workloads, two samples, no warm-up) so each arm is a
-boot plus seconds of traffic on a private two-node cluster. The calibration must publish its
+A trimmed r1 names a tiny suite (two short workloads, one of them reported only, two samples, no
+warm-up) so each arm is a boot plus seconds of traffic on a private two-node cluster; the
+reported workload must not be measured at all. The calibration must publish its
 record under experiments/calibration/ (its stages on the board qualify uses, no Prefect line
 without -v), say what the grown ledger lets the release's benchmark resolve, its gap must be
 what the benchmark gate of a later qualification on the same cluster shape and suite draws on
@@ -36,7 +38,7 @@ SUITE = {
     "kind": "suite", "name": "calibrate-test", "seed": 0, "samples": 2, "warmup": 0,
     "workloads": [
         {"kind": "single_stream", "name": "single", "requests": 2, "prompt_tokens": 32,
-         "max_tokens": 8},
+         "max_tokens": 8, "gate": False},
         {"kind": "closed_loop", "name": "streams", "concurrency": [2], "prompt_tokens": 32,
          "max_tokens": 8},
     ],
@@ -55,7 +57,8 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(
     )
     try:
         done = project.run(
-            "calibrate", str(release), "--arms", "2", "-c", str(project.cluster), "--json",
+            "calibrate", str(release), "--arms", "2", "--gated-only", "-c", str(project.cluster),
+            "--json",
             timeout=1100,
         )  # fmt: skip
     finally:
@@ -63,7 +66,8 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(
     assert done.returncode == 0, done.stdout + done.stderr
     # what the grown ledger lets the release's benchmark resolve, per gated point
     assert "this cluster resolves ±" in done.stderr, done.stderr
-    assert "on single/c1 after 3 arms" in done.stderr, done.stderr
+    assert "on streams/c2 after 3 arms" in done.stderr, done.stderr
+    assert "single/c1" not in done.stderr, done.stderr  # reported only: neither run nor forecast
     board = done.stderr.splitlines()  # the stage board, one line per change off a terminal
     for line in ("cluster lock: passed", "A/A calibration: running", "A/A calibration: passed"):
         assert any(said.startswith(line) for said in board), done.stderr
@@ -78,6 +82,10 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(
     summary = record.stages["calibration"].summary_as(CalibrationSummary)
     assert summary is not None
     assert summary.arms == 2
+    assert "(calibrate-test, gated workloads only, without single)" in outcome["reason"]
+    for arm in ("1-candidate", "2-candidate"):
+        measured = json.loads((folder / "calibration" / "arms" / arm / "arm.json").read_text())
+        assert sorted(measured["points"]) == ["streams/c2"], arm
 
     chosen = load_release(release)
     cluster = load_model(project.cluster, Cluster)
@@ -88,7 +96,7 @@ def test_calibrate_publishes_gaps_the_benchmark_gate_uses(
     ledger = ledger_for(context, chosen.gates.benchmark)
     assert ledger.sessions == [f"{folder.name}: calibrate r1: arm 2 vs arm 1"]
     assert ledger.gaps, "no gap reached the ledger"
-    assert all(name.startswith(("single", "streams")) for name in ledger.gaps), ledger.gaps
+    assert all(name.startswith("streams/c2:") for name in ledger.gaps), ledger.gaps
     assert all(len(values) == 1 for values in ledger.gaps.values())
 
     verified = project.run("verify", str(folder))

@@ -17,7 +17,7 @@ from flows.errors import BootError
 from flows.gates.base import GateContext, GateResult, Outcome
 from flows.gates.benchmark.rules import arm_folder
 from flows.gates.benchmark.summary import CalibrationSummary
-from flows.pipeline.calibrate import STAGE, VERDICT, run_calibration
+from flows.pipeline.calibrate import STAGE, VERDICT, narrowed, run_calibration
 from flows.record import read_record, verify
 from flows.record.aa_ledger import CALIBRATION_DIR, GAPS_FILE, ledger_for, ledger_from_records
 from flows.record.writer import open_record
@@ -223,6 +223,18 @@ def test_a_boot_failure_fails_the_calibration_with_its_evidence(
     assert result.reason.startswith("arm 2 failed to boot: rank 1 on node1 exited 3")
     assert result.evidence == [str(evidence)]
     assert not (out / GAPS_FILE).exists()
+
+
+def test_gated_only_keeps_the_shipped_suites_gating_workloads_under_its_own_name() -> None:
+    """`calibrate --gated-only` on release-local measures the engine grid, prefill and prefix
+    (what gates there) and none of the reported decode workloads; the name is kept, so the gaps
+    pool with full calibrations and qualifications of the same suite."""
+    suite = load_model(ROOT / "config/suites/release-local.yaml", Suite)
+    kept, said = narrowed(suite)
+    assert kept.name == suite.name
+    assert [w.name for w in kept.workloads] == ["prefill", "step", "prefix"]
+    assert said == "gated workloads only, without single, streams, poisson"
+    assert narrowed(kept)[1] == "gated workloads only"
 
 
 def test_calibrate_refuses_fewer_than_two_arms(capsys: pytest.CaptureFixture[str]) -> None:

@@ -382,9 +382,10 @@ COMMANDS: dict[str, Here | Elsewhere | NotRun] = {
         PEER_LIVE,
         "--out DIR with a small load; skipped when the peer venv (--setup) is absent",
     ),
-    "sparkgate calibrate releases/r1.yaml [--arms 3] [--cluster local] [--json]": Elsewhere(
-        CALIBRATE,
-        "calibrate of an r1 overlay --arms 2 on a private cluster",
+    "sparkgate calibrate releases/r1.yaml [--arms 3] [--gated-only] [--cluster local] [--json]": (
+        Elsewhere(
+            CALIBRATE, "calibrate of an r1 overlay --arms 2 --gated-only on a private cluster"
+        )
     ),
     # docs/recipe.md, the walkthrough: validate and render run here; the rest needs the real
     # triangle, and each names the test that runs the same command on a private cluster
