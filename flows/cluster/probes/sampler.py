@@ -23,6 +23,9 @@ from flows.spec.cluster import Cluster
 from flows.spec.probes import Parser
 from flows.spec.template import fill
 
+# The shortest window a value between two readings is taken over before the first arm.
+BASELINE_S = 0.5
+
 
 def read_values(
     transport: Transport, argv: Sequence[str], kind: Parser, timeout_s: float
@@ -74,6 +77,10 @@ class HostSampler:
         with self._lock:
             self._readings.extend(found)
         return found
+
+    def has_baseline(self) -> bool:
+        """Whether a round was taken, so values between two readings (steal) can be derived."""
+        return bool(self._last)
 
     def _node_round(self, node: str, phase: Phase) -> list[Reading]:
         found: list[Reading] = []
@@ -134,9 +141,15 @@ def wait_until_cool(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[Reading]:
     """Rounds until every node meets every cool-down condition; ClusterError with the last
-    readings after `cooldown_timeout_s`."""
+    readings after `cooldown_timeout_s`.
+
+    The session's first cool-down takes a baseline round first: a value between two readings
+    (steal) has none on the first, which read as "no reading" and cost a whole `every_s` wait."""
     hygiene = cluster.probes.hygiene
     began = time.monotonic()
+    if not sampler.has_baseline():
+        sampler.round("cooldown")
+        sleep(min(hygiene.every_s, BASELINE_S))
     while True:
         latest = sampler.round("cooldown")
         waiting = not_cooled(cluster.probes.samples, latest)

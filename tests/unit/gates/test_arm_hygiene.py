@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from flows.bench.report import ArmReport, write_arm
+from flows.cluster.probes.sampler import BASELINE_S, wait_until_cool
 from flows.cluster.transport.local import LocalTransport
 from flows.errors import BenchError, ClusterError
 from flows.gates.base import GateContext
@@ -125,6 +126,25 @@ def test_a_node_that_does_not_cool_down_fails_with_its_readings(tmp_path: Path) 
     with pytest.raises(ClusterError, match=r"did not cool down within 0.5s: local0 throttle "
                        r"value 4 above 0$"):  # fmt: skip
         _hygiene(cluster).cool_down()
+
+
+def test_the_first_cool_down_takes_a_baseline_so_steal_has_a_reading(tmp_path: Path) -> None:
+    """Steal is a rate between two /proc/stat readings; without a baseline round the first
+    cool-down saw "no reading" and waited a whole `every_s` before the first arm."""
+    cluster = load_model(ROOT / "config/local.yaml", Cluster)
+    cluster = cluster.model_copy(
+        update={"probes": cluster.probes.model_copy(
+            update={"hygiene": cluster.probes.hygiene.model_copy(update={"every_s": 30})}
+        )}
+    )  # fmt: skip
+    said: list[str] = []
+    slept: list[float] = []
+    sampler = _hygiene(cluster).sampler
+    latest = wait_until_cool(sampler, cluster, say=said.append, sleep=slept.append)
+    assert slept == [BASELINE_S]  # the baseline's short window, never a 30 s round
+    assert not [line for line in said if "no reading" in line], said
+    steal = [r.values["steal_pct"] for r in latest if r.probe == "cpu"]
+    assert len(steal) == len(cluster.nodes), latest
 
 
 def test_the_gate_re_measures_a_disturbed_arm_and_its_record_says_so(
