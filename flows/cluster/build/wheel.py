@@ -77,8 +77,7 @@ def build_release(release: Release, state: Path, say: LineSink | None = None) ->
     say = say or silent
     engine_dir = release.build.engine_tree
     requirements = engine_requirements(engine_dir / "pyproject.toml")
-    say("wheelhouse: resolving the engine's dependencies")
-    wheels = ensure_wheelhouse(host_spec(requirements), state / "wheelhouses")
+    wheels = ensure_wheelhouse(host_spec(requirements), state / "wheelhouses", say=say)
     digest = source_digest(
         context_files(engine_dir), b"process", wheels.lock, dict(release.build.args)
     )

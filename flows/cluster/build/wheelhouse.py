@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from flows.errors import BuildError, SpecError
+from flows.lines import LineSink, silent
 
 LOCK_NAME = "requirements.lock"
 BOOKWORM_GLIBC_MINOR = 36
@@ -108,13 +109,18 @@ def lock_text(wheels: Iterable[Path]) -> str:
 
 
 def ensure_wheelhouse(
-    spec: WheelhouseSpec, cache_dir: Path, pip: Sequence[str] = (sys.executable, "-m", "pip")
+    spec: WheelhouseSpec,
+    cache_dir: Path,
+    pip: Sequence[str] = (sys.executable, "-m", "pip"),
+    say: LineSink = silent,
 ) -> Wheelhouse:
-    """The cached wheelhouse for spec, downloading it on a miss (cold: seconds to a minute)."""
+    """The cached wheelhouse for spec, downloading it on a miss (cold: seconds to a minute, said
+    then only: a hit is a file read, done before every boot)."""
     directory = cache_dir / f"wheels-{spec.digest()[:16]}"
     lock_file = directory / LOCK_NAME
     if lock_file.is_file():
         return Wheelhouse(directory=directory, lock=lock_file.read_text())
+    say("wheelhouse: downloading the engine's dependencies")
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".wheels-") as scratch:
         partial = Path(scratch) / "wheels"

@@ -152,9 +152,11 @@ def fake_pip(tmp_path: Path) -> tuple[list[str], Path]:
 def test_wheelhouse_is_downloaded_once_then_cached(tmp_path: Path) -> None:
     pip, calls = fake_pip(tmp_path)
     spec = WheelhouseSpec(requirements=("numpy>=2.0",))
-    first = ensure_wheelhouse(spec, tmp_path / "cache", pip)
-    second = ensure_wheelhouse(spec, tmp_path / "cache", pip)
+    said: list[str] = []
+    first = ensure_wheelhouse(spec, tmp_path / "cache", pip, say=said.append)
+    second = ensure_wheelhouse(spec, tmp_path / "cache", pip, say=said.append)
     assert calls.read_text() == "x"
+    assert said == ["wheelhouse: downloading the engine's dependencies"]  # the miss only
     assert first == second
     assert first.lock.startswith("numpy==2.4.6 --hash=sha256:")
     assert (first.directory / "requirements.lock").read_text() == first.lock
