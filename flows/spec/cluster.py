@@ -77,6 +77,15 @@ class ProcessRuntime(SpecModel):
     python: str = Field(
         default="python3", description="Interpreter used for {python} (placeholders allowed)."
     )
+    uv: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A uv executable on every node: when set, the build is installed with "
+        "`uv venv` and `uv pip install` from the same locked, hashed wheels with no index; "
+        "unset: venv and pip. A path (relative to the cluster file when local) or a command "
+        "name: `uv` is looked up beside sparkgate's own interpreter first when local, then on "
+        "the node's PATH.",
+    )
     memory_guard: MemoryGuard | None = Field(
         default=None, description="Startup and steady memory guards of every rank."
     )
@@ -272,7 +281,8 @@ class Cluster(SpecModel):
         raise KeyError(name)
 
     def local_paths(self) -> list[Loc]:
-        """With the local transport, node workdirs (and state folders) are paths here."""
+        """With the local transport, node workdirs (and state folders) are paths here, and so
+        is a `runtime.uv` with a slash in it (a bare name is a command, looked up at install)."""
         if not isinstance(self.transport, LocalTransport):
             return []
         workdirs: list[Loc] = [("nodes", index, "workdir") for index in range(len(self.nodes))]
@@ -281,7 +291,9 @@ class Cluster(SpecModel):
             for index, node in enumerate(self.nodes)
             if node.state_dir is not None
         ]
-        return workdirs + states
+        uv = self.runtime.uv if isinstance(self.runtime, ProcessRuntime) else None
+        tools: list[Loc] = [("runtime", "uv")] if uv is not None and "/" in uv else []
+        return workdirs + states + tools
 
     def problems(self, context: SpecContext | None) -> list[Problem]:
         """Node-set rules, shape and template placeholders."""

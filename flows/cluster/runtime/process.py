@@ -13,7 +13,9 @@ whose `{env:..}`/`{file:..}` references are resolved here, at launch, and nowher
 
 from __future__ import annotations
 
+import os
 import signal
+import sysconfig
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -34,7 +36,8 @@ from flows.cluster.transport.base import Transport
 from flows.errors import BuildError, ClusterError, TransportError
 from flows.lines import LineSink
 from flows.secrets import explicit_env, resolve_env
-from flows.spec.cluster import Cluster, MemoryGuard, Node
+from flows.spec.cluster import Cluster, LocalTransport, MemoryGuard, Node
+from flows.spec.cluster import ProcessRuntime as ProcessRuntimeSpec
 from flows.spec.launch import LaunchPlan
 from flows.spec.release import Release
 
@@ -85,7 +88,7 @@ class ProcessRuntime:
         chosen = [n for n in cluster.nodes if nodes is None or n.name in nodes]
         envs = install_everywhere(
             build, self._transports, {node.name: node.workdir for node in chosen},
-            base_python=cluster.runtime.python, say=say,
+            base_python=cluster.runtime.python, uv=node_uv(cluster), say=say,
         )  # fmt: skip
         return Installed(
             runtime="process",
@@ -250,6 +253,23 @@ class ProcessRuntime:
         if self._cluster is None:
             raise ClusterError("the process runtime was made without its cluster")
         return self._cluster
+
+
+def node_uv(cluster: Cluster) -> str | None:
+    """`runtime.uv` as the nodes run it (None: venv and pip).
+
+    On a local cluster a bare name (`uv`) is first looked for beside sparkgate's own interpreter,
+    where `make setup` installs uv whatever the virtualenv's folder (`VENV=...`), then on PATH;
+    a path was made absolute when the cluster file was loaded. On SSH nodes the value is the
+    node's: a path there, or a name on its PATH.
+    """
+    runtime = cluster.runtime
+    if not isinstance(runtime, ProcessRuntimeSpec) or runtime.uv is None:
+        return None
+    if "/" in runtime.uv or not isinstance(cluster.transport, LocalTransport):
+        return runtime.uv
+    beside = Path(sysconfig.get_path("scripts")) / runtime.uv
+    return str(beside) if os.access(beside, os.X_OK) else runtime.uv
 
 
 def _log_dir(plan: LaunchPlan) -> str:
