@@ -349,12 +349,12 @@ def plan(ctx: ArmContext) -> Planned:
 
 
 def _run_workload(
-    ctx: ArmContext, kind: str, points: list[tuple[str, SampleFn]], samples: int
+    ctx: ArmContext, kind: str, points: list[tuple[str, SampleFn]], samples: int, warmup: int
 ) -> dict[str, Point]:
     collected: dict[str, list[Sample]] = {name: [] for name, _ in points}
     warmups: dict[str, list[Sample]] = {name: [] for name, _ in points}
     for name, fn in points:
-        for i in range(ctx.suite.warmup):
+        for i in range(warmup):
             warmups[name].append(measure(ctx, name, f"{name}/warmup{i}", fn))
             _tick(ctx)
     for round_index in range(samples):
@@ -396,7 +396,7 @@ def planned_samples(suite: Suite, planned: Planned) -> int:
     """Samples an arm takes, warmups included: the total its progress counts to."""
     by_name = {w.name: w for w in suite.workloads}
     return sum(
-        len(points) * (suite.warmup + suite.samples_of(by_name[name]))
+        len(points) * (suite.warmup_of(by_name[name]) + suite.samples_of(by_name[name]))
         for _kind, name, points in planned
     )
 
@@ -551,7 +551,9 @@ def run_arm(
         for kind, name, planned in planned_points:
             workload = next(w for w in suite.workloads if w.name == name)
             say(f"workload {name} ({kind}): {', '.join(p for p, _ in planned)}")
-            points |= _run_workload(ctx, kind, planned, suite.samples_of(workload))
+            points |= _run_workload(
+                ctx, kind, planned, suite.samples_of(workload), suite.warmup_of(workload)
+            )
             if checkpoint is not None:
                 checkpoint(report())
     except BenchError as error:

@@ -46,6 +46,12 @@ class _Workload(SpecModel):
     samples: int | None = Field(
         default=None, ge=1, description="Samples per point (suite default)."
     )
+    warmup: int | None = Field(
+        default=None,
+        ge=0,
+        description="Discarded samples per point before those (suite default); 0 where an "
+        "earlier workload of the arm already warmed the same path.",
+    )
     max_tokens: int = Field(default=64, ge=1, description="Output tokens per request (ignore_eos).")
     temperature: float | None = Field(
         default=None,
@@ -217,6 +223,10 @@ class Suite(SpecModel):
         """Samples per point of a workload (its own setting, else the suite's)."""
         return workload.samples or self.samples
 
+    def warmup_of(self, workload: _Workload) -> int:
+        """Discarded samples per point of a workload (its own setting, else the suite's)."""
+        return self.warmup if workload.warmup is None else workload.warmup
+
     def temperature_of(self, workload: _Workload) -> float:
         """Sampling temperature of a workload (its own setting, else the suite's)."""
         return self.temperature if workload.temperature is None else workload.temperature
@@ -290,6 +300,7 @@ def combine(suites: list[Suite]) -> Suite:
             update={
                 "name": f"{suite.name}:{workload.name}",
                 "samples": suite.samples_of(workload),
+                "warmup": suite.warmup_of(workload),
                 "temperature": suite.temperature_of(workload),
                 "gate": with_suite_tolerances(workload.gate, suite.tolerances),
             }

@@ -165,6 +165,25 @@ def test_every_workload_produces_gated_values_on_distinct_prompts(
     assert arm.client.chunks > 0
 
 
+def test_a_workloads_own_warmup_wins_over_the_suites(engine: tuple[FakeEngine, str]) -> None:
+    """`warmup: 0` on a workload whose path an earlier one warmed: its points take no discarded
+    sample, the others keep the suite's, and the progress counts exactly what runs."""
+    _, url = engine
+    single, streams = SUITE["workloads"][:2]
+    suite = Suite.model_validate(
+        {**SUITE, "workloads": [single, {**streams, "warmup": 0}]}
+    )  # fmt: skip
+    ticks: list[tuple[int, int]] = []
+    arm = run_arm(
+        Endpoint(url, metric_names=NAMES), suite, label="c1",
+        on_sample=lambda done, total: ticks.append((done, total)),
+    )  # fmt: skip
+    assert [len(arm.points[name].warmup) for name in ("single/c1", "streams/c1", "streams/c3")] == [
+        1, 0, 0,
+    ]  # fmt: skip
+    assert ticks[-1] == (1 + 2 + 2 + 2, 7)  # single: a warm-up and two samples; streams: two each
+
+
 def test_foreign_traffic_repeats_the_sample_and_is_logged(engine: tuple[FakeEngine, str]) -> None:
     fake, url = engine
     suite = Suite.model_validate(
