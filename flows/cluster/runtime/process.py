@@ -258,18 +258,29 @@ class ProcessRuntime:
 def node_uv(cluster: Cluster) -> str | None:
     """`runtime.uv` as the nodes run it (None: venv and pip).
 
-    On a local cluster a bare name (`uv`) is first looked for beside sparkgate's own interpreter,
-    where `make setup` installs uv whatever the virtualenv's folder (`VENV=...`), then on PATH;
+    On a local cluster the nodes are this machine: unset, the uv beside sparkgate's own
+    interpreter is used when there is one (`make setup` installs it there, whatever the
+    virtualenv's folder), else pip; a bare name (`uv`) is first looked for there, then on PATH;
     a path was made absolute when the cluster file was loaded. On SSH nodes the value is the
-    node's: a path there, or a name on its PATH.
+    node's (a path there, or a name on its PATH), and unset means pip: nodes that differ in
+    what they have would install different distributions.
     """
     runtime = cluster.runtime
-    if not isinstance(runtime, ProcessRuntimeSpec) or runtime.uv is None:
+    if not isinstance(runtime, ProcessRuntimeSpec):
         return None
-    if "/" in runtime.uv or not isinstance(cluster.transport, LocalTransport):
+    local = isinstance(cluster.transport, LocalTransport)
+    if runtime.uv is None:
+        own = _beside_interpreter("uv")
+        return own if local else None
+    if "/" in runtime.uv or not local:
         return runtime.uv
-    beside = Path(sysconfig.get_path("scripts")) / runtime.uv
-    return str(beside) if os.access(beside, os.X_OK) else runtime.uv
+    return _beside_interpreter(runtime.uv) or runtime.uv
+
+
+def _beside_interpreter(name: str) -> str | None:
+    """The executable `name` in sparkgate's own interpreter's scripts folder, if it is there."""
+    beside = Path(sysconfig.get_path("scripts")) / name
+    return str(beside) if os.access(beside, os.X_OK) else None
 
 
 def _log_dir(plan: LaunchPlan) -> str:

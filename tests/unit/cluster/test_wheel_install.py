@@ -175,6 +175,21 @@ def test_a_bare_uv_is_the_one_beside_sparkgates_interpreter_else_the_path_name(
     assert node_uv(cluster) == str(scripts / "uv")
 
 
+def test_an_unset_uv_on_a_local_cluster_is_sparkgates_own_else_pip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped local cluster sets no `uv`: its nodes are this machine, so the uv `make
+    setup` put beside sparkgate's interpreter installs them; without one, pip does."""
+    cluster = load_model(ROOT / "config/local.yaml", Cluster)
+    scripts = tmp_path / "venv-bin"
+    scripts.mkdir()
+    monkeypatch.setattr("sysconfig.get_path", lambda name: str(scripts))
+    assert node_uv(cluster) is None
+    (scripts / "uv").write_text("#!/bin/sh\n")
+    (scripts / "uv").chmod(0o755)
+    assert node_uv(cluster) == str(scripts / "uv")
+
+
 def test_an_ssh_nodes_uv_is_taken_as_written_and_unset_means_pip(tmp_path: Path) -> None:
     cluster = _cluster(tmp_path, "bin/uv", transport="kind: ssh, user: u")
     assert node_uv(cluster) == "bin/uv"  # a path on the node, not made absolute here
