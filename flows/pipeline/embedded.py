@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from flows.engine_api.ready import probe_ready
@@ -83,7 +83,7 @@ class Backend:
 
     url: str
     server: subprocess.Popen[bytes] | None = None
-    secret: str = ""
+    secret: str = field(default="", repr=False)  # never in a traceback's or a log's repr
     folder: Path = Path()
     log: Path = Path()
 
