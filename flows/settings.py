@@ -34,6 +34,15 @@ def state_dir() -> Path:
     return Path(override).resolve() if override else project_root() / STATE_DIR_NAME
 
 
+def prefect_home() -> Path:
+    """The Prefect home `prefect_environment()` chose, read as Prefect reads it (call after it).
+
+    Read from the environment, not Prefect's settings: the embedded server is launched before
+    Prefect is imported, so that its start overlaps that import.
+    """
+    return Path(os.environ["PREFECT_HOME"]).expanduser()
+
+
 def prefect_environment() -> None:
     """Set Prefect's environment defaults; call before the first `import prefect`."""
     home = state_dir() / "prefect"

@@ -46,7 +46,8 @@ def calibrate(  # noqa: PLR0917 - typer maps parameters to options
     verbose: VerboseOption = False,
 ) -> None:
     """Run RELEASE in every arm and add its A/A gaps to the ledger (a calibration record)."""
-    from flows.settings import prefect_environment  # noqa: PLC0415
+    from flows.pipeline.embedded import launched_backend  # noqa: PLC0415
+    from flows.settings import prefect_environment, state_dir  # noqa: PLC0415
     from flows.spec.release import load_release  # noqa: PLC0415
 
     if arms < 2:
@@ -55,20 +56,22 @@ def calibrate(  # noqa: PLR0917 - typer maps parameters to options
     release_file = release_path(release)
     settings = load_release(release_file).gates.benchmark
     prefect_environment()
-    from flows.pipeline.calibrate import calibrate_flow  # noqa: PLC0415 - prefect is imported only now
-    from flows.pipeline.events import current_observer  # noqa: PLC0415
+    # The server boots while the flow and Prefect are imported; watched_run waits for it.
+    with launched_backend(state_dir() / "prefect") as backend:
+        from flows.pipeline.calibrate import calibrate_flow  # noqa: PLC0415 - imports prefect
+        from flows.pipeline.events import current_observer  # noqa: PLC0415
 
-    measured = ", gated workloads only" if gated_only else ""
-    title = f"calibrate {Path(release_file).stem} on {spec.name}, {arms} arms{measured}"
-    with watched_run(title, verbose=verbose, stages=CALIBRATION_STAGES) as board:
-        token = current_observer.set(board)
-        try:
-            state = calibrate_flow(
-                str(release_file.resolve()), str(cluster_path(cluster).resolve()), arms,
-                gated_only, return_state=True,
-            )  # fmt: skip
-        finally:
-            current_observer.reset(token)
+        measured = ", gated workloads only" if gated_only else ""
+        title = f"calibrate {Path(release_file).stem} on {spec.name}, {arms} arms{measured}"
+        with watched_run(title, backend, verbose=verbose, stages=CALIBRATION_STAGES) as board:
+            token = current_observer.set(board)
+            try:
+                state = calibrate_flow(
+                    str(release_file.resolve()), str(cluster_path(cluster).resolve()), arms,
+                    gated_only, return_state=True,
+                )  # fmt: skip
+            finally:
+                current_observer.reset(token)
     if state.is_failed():
         try:
             state.result()

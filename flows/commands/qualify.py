@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from prefect.client.schemas.objects import State
 
     from flows.pipeline.announce import Announcer
+    from flows.pipeline.embedded import Backend
     from flows.pipeline.plan import QualificationPlan
     from flows.pipeline.qualify import QualifyOutcome
     from flows.ui.board import StageBoard
@@ -79,6 +80,7 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     --accept-inconclusive "REASON"). With --plan, prints what it would do and exits 0, touching
     nothing.
     """
+    from flows.pipeline.embedded import launched_backend  # noqa: PLC0415
     from flows.pipeline.inputs import (  # noqa: PLC0415
         benchmark_resolution,
         given_inputs,
@@ -89,7 +91,7 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
         require_previous,
         require_recorded_arms,
     )
-    from flows.settings import prefect_environment, project_root  # noqa: PLC0415
+    from flows.settings import prefect_environment, project_root, state_dir  # noqa: PLC0415
 
     inputs = load_inputs(release_path(release), cluster_path(cluster))
     chosen, spec = inputs.release, inputs.cluster
@@ -102,37 +104,41 @@ def qualify(  # noqa: PLR0917 - typer maps parameters to options
     require_previous(experiments, inputs.release_file, chosen, inputs.previous, spec)
     require_recorded_arms(experiments, inputs.release_file, chosen, spec)
     prefect_environment()
-    from flows.pipeline.announce import embedded_announcer  # noqa: PLC0415
-    from flows.pipeline.events import current_observer  # noqa: PLC0415
-    from flows.pipeline.qualify import qualify_flow, refusals  # noqa: PLC0415 - imports prefect
+    # SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: cleaned up, announced.
+    # The server boots while the flow and Prefect are imported; watched_run waits for it.
+    with terminate_as_interrupt(), launched_backend(state_dir() / "prefect") as backend:
+        from flows.pipeline.announce import embedded_announcer  # noqa: PLC0415
+        from flows.pipeline.events import current_observer  # noqa: PLC0415
+        from flows.pipeline.qualify import qualify_flow, refusals  # noqa: PLC0415 - imports prefect
 
-    title = f"qualify {chosen.name} on {spec.name}"
-    refused: list[QualifyOutcome] = []
-    # SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: cleaned up, announced
-    with terminate_as_interrupt(), watched_run(title, verbose=verbose) as board:
-        announcer = embedded_announcer(board, inputs, warn=_warn)
-        token, handed = current_observer.set(announcer or board), given_inputs.set(inputs)
-        told = refusals.set(refused)
-        try:
-            state = qualify_flow(
-                str(inputs.release_file.resolve()), str(inputs.cluster_file.resolve()), fresh,
-                not no_wait,
-                return_state=True,
-            )  # fmt: skip
-        except KeyboardInterrupt as stop:
-            if announcer is not None:
-                announcer.ended("Crashed", f"{chosen.name} interrupted ({str(stop) or 'Ctrl-C'})")
-            err_console.print(
-                f"interrupted: `sparkgate qualify {release}` again resumes at the first gate "
-                "without a result (--fresh starts over)",
-                markup=False,
-                highlight=False,
-            )
-            raise
-        finally:
-            refusals.reset(told)
-            given_inputs.reset(handed)
-            current_observer.reset(token)
+        title = f"qualify {chosen.name} on {spec.name}"
+        refused: list[QualifyOutcome] = []
+        with watched_run(title, backend, verbose=verbose) as board:
+            announcer = embedded_announcer(board, inputs, warn=_warn)
+            token, handed = current_observer.set(announcer or board), given_inputs.set(inputs)
+            told = refusals.set(refused)
+            try:
+                state = qualify_flow(
+                    str(inputs.release_file.resolve()), str(inputs.cluster_file.resolve()),
+                    fresh, not no_wait,
+                    return_state=True,
+                )  # fmt: skip
+            except KeyboardInterrupt as stop:
+                if announcer is not None:
+                    announcer.ended(
+                        "Crashed", f"{chosen.name} interrupted ({str(stop) or 'Ctrl-C'})"
+                    )
+                err_console.print(
+                    f"interrupted: `sparkgate qualify {release}` again resumes at the first "
+                    "gate without a result (--fresh starts over)",
+                    markup=False,
+                    highlight=False,
+                )
+                raise
+            finally:
+                refusals.reset(told)
+                given_inputs.reset(handed)
+                current_observer.reset(token)
     outcome = _announced(chosen.name, state, refused, announcer)
     if as_json:
         out_console.print_json(json.dumps(outcome.model_dump(mode="json")))
@@ -152,21 +158,18 @@ def conclude(release: str, outcome: QualifyOutcome, message: str) -> None:
 
 @contextlib.contextmanager
 def watched_run(
-    title: str, *, verbose: bool, stages: tuple[str, ...] = STAGES
+    title: str, backend: Backend, *, verbose: bool, stages: tuple[str, ...] = STAGES
 ) -> Iterator[StageBoard]:
-    """The Prefect server for a run of this command and its board on stderr, with Prefect's own
-    lines only when `verbose`; on a configured server, its URL left where `approve` looks."""
-    from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
+    """`backend` once ready (the server for a run of this command) and the run's board on
+    stderr, with Prefect's own lines only when `verbose`; on a configured server, its URL left
+    where `approve` looks."""
     from flows.promotion.paused import served_by  # noqa: PLC0415
-    from flows.settings import state_dir  # noqa: PLC0415
     from flows.ui.board import StageBoard  # noqa: PLC0415
     from flows.ui.prefect_log import show_prefect_log  # noqa: PLC0415
 
     show_prefect_log(err_console, verbose=verbose)
-    with prefect_backend(state_dir() / "prefect") as url, contextlib.ExitStack() as stack:
-        from flows.pipeline.embedded import embedded_url  # noqa: PLC0415
-
-        if embedded_url() is None:
+    with backend.ready() as url, contextlib.ExitStack() as stack:
+        if backend.server is None:
             stack.enter_context(served_by(url))
         yield stack.enter_context(StageBoard(err_console, title, stages))
 

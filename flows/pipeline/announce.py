@@ -15,7 +15,6 @@ server's automation announces it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -32,7 +31,7 @@ from flows.pipeline.run_label import run_tags, run_title
 from flows.record import read_record
 from flows.record.tables import headline
 from flows.secrets import Secrets
-from flows.settings import project_root
+from flows.settings import prefect_home, project_root
 from flows.stages import StageObserver
 
 WEBHOOK_FILE = "sparkgate-notify.json"
@@ -68,7 +67,7 @@ class Notice(BaseModel):
 def webhook_file() -> Path:
     """The project's saved webhook, in its Prefect home (the embedded server's home: call after
     `flows.settings.prefect_environment()`)."""
-    return Path(os.environ["PREFECT_HOME"]).expanduser() / WEBHOOK_FILE
+    return prefect_home() / WEBHOOK_FILE
 
 
 def save_webhook(hook: Webhook) -> Path:

@@ -9,6 +9,12 @@ server is used and nothing is started here. The server dies with us: it asks the
 SIGTERM when its parent dies (PR_SET_PDEATHSIG), so even a SIGKILLed `qualify` leaves no server
 behind. Import after `flows.settings.prefect_environment()`.
 
+Starting the server takes seconds (it imports Prefect and opens the database), and so does
+importing Prefect and the flow in the run's own process. `launched_backend()` starts the server
+without importing Prefect, the caller then imports its flow, and `Backend.ready()` waits for the
+server: the two overlap (`prefect_backend()` does both at once). The server is stopped when
+`launched_backend()` ends, however it ends, also before `ready()` was reached.
+
 The server listens on loopback, where every local user can reach it, so it requires a random
 secret of its own (Prefect's basic auth, PREFECT_SERVER_API_AUTH_STRING, given in its
 environment, never on a command line): the flow's process gets it as PREFECT_API_AUTH_STRING,
@@ -38,12 +44,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from flows.engine_api.ready import probe_ready
 from flows.errors import SparkgateError
 from flows.fileio import write_text
 from flows.net import free_port
+from flows.settings import prefect_home
 
 HEALTH_POLL_S = 0.2
 STOP_GRACE_S = 10.0
@@ -62,23 +70,81 @@ _embedded: list[str] = []  # the URL of the embedded server this process runs, w
 @contextlib.contextmanager
 def prefect_backend(log_dir: Path) -> Iterator[str]:
     """Yield the API URL to use: the configured server, or an embedded one we own."""
-    configured = os.environ.get("PREFECT_API_URL")
-    if configured:
-        yield configured
-        return
-    from prefect.settings import (  # noqa: PLC0415
-        PREFECT_API_AUTH_STRING,
-        PREFECT_API_URL,
-        temporary_settings,
-    )
+    with launched_backend(log_dir) as backend, backend.ready() as url:
+        yield url
 
+
+@dataclass(frozen=True)
+class Backend:
+    """The server a run uses, launched but not yet waited for (`ready()` waits).
+
+    `server` is None when PREFECT_API_URL names the server: nothing was started.
+    """
+
+    url: str
+    server: subprocess.Popen[bytes] | None = None
+    secret: str = field(default="", repr=False)  # never in a traceback's or a log's repr
+    folder: Path = Path()
+    log: Path = Path()
+
+    @contextlib.contextmanager
+    def ready(self) -> Iterator[str]:
+        """Wait until the server is healthy, advertise it and point Prefect at it; yield its URL.
+
+        Prefect is imported here, not at the launch: its import is what the server's start
+        overlaps. Prefect's buffered logs and events are sent before the server is stopped.
+        """
+        if self.server is None:
+            yield self.url
+            return
+        from prefect.settings import (  # noqa: PLC0415
+            PREFECT_API_AUTH_STRING,
+            PREFECT_API_URL,
+            temporary_settings,
+        )
+
+        url, secret = self.url, self.secret
+        _wait_healthy(url, self.server, self.log)
+        advert, key = _advert_files(self.folder, self.server)
+        try:
+            _write_private(key, secret + "\n")  # before the advert: whoever finds the URL finds it
+            write_text(advert, url + "\n")
+            with (
+                _global_settings({ENV_URL: url, ENV_SECRET: secret}),
+                temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: secret}),
+            ):
+                _embedded.append(url)
+                try:
+                    yield url
+                finally:
+                    _embedded.remove(url)
+        finally:
+            advert.unlink(missing_ok=True)
+            key.unlink(missing_ok=True)
+            _drain_prefect_workers()
+
+
+@contextlib.contextmanager
+def launched_backend(log_dir: Path) -> Iterator[Backend]:
+    """Start the embedded server now (nothing when PREFECT_API_URL names one), stop it on the
+    way out, however that happens; `Backend.ready()` waits for it.
+
+    The server's start (several seconds, in its own process) overlaps whatever the caller does
+    before `ready()`, such as importing Prefect and the flow: so this module imports no Prefect
+    to launch it. Call after `flows.settings.prefect_environment()`: the server inherits the
+    environment, its database and adverts are in that PREFECT_HOME.
+    """
+    configured = os.environ.get(ENV_URL)
+    if configured:
+        yield Backend(configured)
+        return
     port = free_port()
-    url = f"http://127.0.0.1:{port}/api"
+    log = log_dir / "embedded-server.log"
     secret = f"{AUTH_USER}:{secrets.token_urlsafe(SECRET_BYTES)}"
     log_dir.mkdir(parents=True, exist_ok=True)
     folder = servers_dir()
     _private_folder(folder)
-    with (log_dir / "embedded-server.log").open("ab") as log:
+    with log.open("ab") as written:
         server = subprocess.Popen(
             _server_argv(port, folder),
             env={
@@ -87,30 +153,22 @@ def prefect_backend(log_dir: Path) -> Iterator[str]:
                 "PREFECT__SERVER_EPHEMERAL": "1",
                 "PREFECT_SERVER_API_AUTH_STRING": secret,
             },
-            stdout=log,
+            stdout=written,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_dies_with(os.getpid()),  # noqa: PLW1509 - only async-signal-safe calls
         )
-    advert, key = folder / f"{server.pid}.url", folder / f"{server.pid}.auth"
     try:
-        _wait_healthy(url, server, log_dir / "embedded-server.log")
-        _write_private(key, secret + "\n")  # before the advert: whoever finds the URL finds it
-        write_text(advert, url + "\n")
-        with (
-            _global_settings({ENV_URL: url, ENV_SECRET: secret}),
-            temporary_settings(updates={PREFECT_API_URL: url, PREFECT_API_AUTH_STRING: secret}),
-        ):
-            _embedded.append(url)
-            try:
-                yield url
-            finally:
-                _embedded.remove(url)
+        yield Backend(f"http://127.0.0.1:{port}/api", server, secret, folder, log)
     finally:
-        advert.unlink(missing_ok=True)
-        key.unlink(missing_ok=True)
-        _drain_prefect_workers()
+        for file in _advert_files(folder, server):  # gone already, unless `ready()` failed
+            file.unlink(missing_ok=True)
         _stop(server)
+
+
+def _advert_files(folder: Path, server: subprocess.Popen[bytes]) -> tuple[Path, Path]:
+    """The server's advert (its URL) and its secret's file."""
+    return folder / f"{server.pid}.url", folder / f"{server.pid}.auth"
 
 
 def embedded_url() -> str | None:
@@ -153,7 +211,7 @@ def running_backend(folder: Path | None = None) -> Iterator[str | None]:
     """Point Prefect at the server a waiting run uses: the configured one, else a live embedded
     server on this PREFECT_HOME (adverts in `folder`, default `servers_dir()`), with its secret;
     None when neither exists (then no embedded run can be waiting)."""
-    configured = os.environ.get("PREFECT_API_URL")
+    configured = os.environ.get(ENV_URL)
     if configured:
         yield configured
         return
@@ -174,9 +232,7 @@ def running_backend(folder: Path | None = None) -> Iterator[str | None]:
 
 def servers_dir() -> Path:
     """Where running embedded servers of this PREFECT_HOME leave their URLs."""
-    from prefect.settings import get_current_settings  # noqa: PLC0415
-
-    return Path(get_current_settings().home) / SERVERS_DIR
+    return prefect_home() / SERVERS_DIR
 
 
 def advertised(folder: Path) -> list[str]:

@@ -60,22 +60,26 @@ def main(argv: list[str] | None = None) -> int:
     from flows.settings import prefect_environment  # noqa: PLC0415
 
     prefect_environment()
-    from prefect import flow  # noqa: PLC0415
-
-    from flows.pipeline.embedded import prefect_backend  # noqa: PLC0415
+    from flows.pipeline.embedded import launched_backend  # noqa: PLC0415
     from flows.settings import state_dir  # noqa: PLC0415
 
-    run_sessions = flow(name="benchmark-sessions", validate_parameters=False)(benchmark_sessions)
-    with prefect_backend(state_dir() / "prefect"):
-        rows = run_sessions(
-            str(args.release.resolve()),
-            str(args.previous.resolve()) if args.previous else None,
-            str(Path(args.cluster).resolve()),
-            args.sessions,
-            args.max_arms,
-            not args.no_ledger,
-            str(args.out.resolve()),
+    # The server boots while Prefect is imported.
+    with launched_backend(state_dir() / "prefect") as backend:
+        from prefect import flow  # noqa: PLC0415
+
+        run_sessions = flow(name="benchmark-sessions", validate_parameters=False)(
+            benchmark_sessions
         )
+        with backend.ready():
+            rows = run_sessions(
+                str(args.release.resolve()),
+                str(args.previous.resolve()) if args.previous else None,
+                str(Path(args.cluster).resolve()),
+                args.sessions,
+                args.max_arms,
+                not args.no_ledger,
+                str(args.out.resolve()),
+            )
     _print(rows)
     return 0
 
