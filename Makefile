@@ -10,11 +10,13 @@ setup: $(STAMP)
 
 # uv installs the same packages as pip about eight times faster (a minute off a fresh `make
 # demo`); it trusts the system's CA bundle like pip does. Where uv cannot resolve (an index only
-# pip is configured for), pip does the install instead.
+# pip is configured for), pip does the install instead. Bytecode is compiled at install, as pip
+# does: where PYTHONDONTWRITEBYTECODE is set nothing writes it later, and every command then
+# compiled Prefect from source (+8 s here once; each command's imports 4.0 s -> 2.3 s).
 $(STAMP): pyproject.toml engine/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
-	$(BIN)/uv pip install -q --python $(BIN)/python --native-tls -e '.[dev]' -e ./engine \
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python --native-tls -e '.[dev]' -e ./engine \
 	  || $(BIN)/python -m pip install -q -e '.[dev]' -e ./engine
 	touch $(STAMP)
 
