@@ -48,6 +48,20 @@ class StepBatch:
         return cls(tokens, positions, flat[3 * n : 3 * n + t], starts, flat[3 * n + t :][:m])
 
 
+def resident_zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """A zeroed float32 array whose memory is mapped now, at start-up, not at its first write.
+
+    `np.zeros` leaves the pages to the kernel's first-touch faults; numpy asks for transparent
+    huge pages on large arrays, and a fault that needs a fresh 2 MB page may stall for
+    compaction, so whichever request first wrote into a new stretch of the KV cache paid for it
+    (prefill/512 samples of 50 ms jumped to 68-113 ms, docs/statistics.md). A GPU engine
+    allocates and zeroes its KV cache at start-up too.
+    """
+    array = np.empty(shape, np.float32)
+    array.fill(0.0)
+    return array
+
+
 class Forward:
     """The model on one rank, with its KV cache pool."""
 
@@ -71,8 +85,8 @@ class Forward:
         hd = self.cfg.head_dim
         k_shape = (kv_blocks, shard.heads, hd, fam.BLOCK_SIZE)  # keys transposed per block
         v_shape = (kv_blocks, fam.BLOCK_SIZE, shard.heads, hd)
-        self.k_cache = [np.zeros(k_shape, np.float32) for _ in range(self.cfg.layers)]
-        self.v_cache = [np.zeros(v_shape, np.float32) for _ in range(self.cfg.layers)]
+        self.k_cache = [resident_zeros(k_shape) for _ in range(self.cfg.layers)]
+        self.v_cache = [resident_zeros(v_shape) for _ in range(self.cfg.layers)]
         inv = 1.0 / (self.cfg.rope_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
         angles = np.outer(np.arange(self.cfg.max_context, dtype=np.float64), inv)
         self.cos = np.ascontiguousarray(np.cos(angles), dtype=np.float32)
