@@ -1,10 +1,14 @@
-"""Every faulty release fails the whole qualification at its own gate, and no other gate is blamed.
+"""Every faulty release fails the whole qualification at its own gate, and an unchanged one passes.
 
 Each release in releases/faulty/ switches on one engine fault. Here each is qualified by the
 real `sparkgate qualify`, trimmed but otherwise as shipped, after the trimmed baseline r1 whose
 record its determinism gate compares against. The record must end `failed at <its gate>` with a
 clear reason; every gate before it passed; nothing after it ran; a failed boot keeps an
 evidence folder with every node's logs; and no rank is left running.
+
+The same benchmark, on the same calibration, must also let through what maintainers mostly ship:
+a release that changes no kernel (here a copy of r1 whose only change is its description) is
+"qualified", every gated point read level or faster, not merely "not slower".
 """
 
 from __future__ import annotations
@@ -19,8 +23,14 @@ from flows.bench.stats import SlowerRule
 from flows.gates.benchmark.summary import BenchmarkSummary
 from flows.pipeline.stages import GATES
 from flows.record import latest_record, read_record
-from tests.support.overlays import write_yaml
-from tests.support.project import TRIMMED_COLD_BOOTS, Project, ProjectKind, projects
+from tests.support.overlays import release_overlay, write_yaml
+from tests.support.project import (
+    TRIMMED_COLD_BOOTS,
+    TRIMMED_GATES,
+    Project,
+    ProjectKind,
+    projects,
+)
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
@@ -124,6 +134,36 @@ def test_a_faulty_release_fails_at_its_own_gate(project: Project, fault: Fault) 
         _assert_evidence_of_every_node(record.stages[fault.gate].evidence, found)
     if fault.gate == "benchmark":
         _assert_slower(record.stages[fault.gate].summary_as(BenchmarkSummary))
+    _assert_nothing_running(project)
+
+
+def test_an_unchanged_release_qualifies_against_the_release_it_copies(project: Project) -> None:
+    """A copy of r1 with a new description, judged as `slower` is, passes its benchmark."""
+    suite = project.root / "suites/slowdown.yaml"
+    unchanged = release_overlay(
+        project.root / "releases/r1-docs.yaml", "releases/r1.yaml",
+        name="r1-docs", previous="r1",
+        description="The baseline engine; its release notes reworded, nothing else changed.",
+        gates={**TRIMMED_GATES, "cold_boots": TRIMMED_COLD_BOOTS,
+               "benchmark": {"enabled": True, "suite": str(suite), "max_arms": 20}},
+    )  # fmt: skip
+
+    done = project.qualify(unchanged, timeout=1500)
+
+    output = done.stdout + done.stderr
+    assert "this cluster resolves ±" in output  # said before the first arm
+    assert done.returncode == 0, output
+    latest = latest_record(project.root / "experiments", "r1-docs")
+    assert latest is not None, output
+    record = read_record(project.root / "experiments" / latest.name)
+    assert record.verdict.startswith("qualified"), record.verdict
+    summary = record.stages["benchmark"].summary_as(BenchmarkSummary)
+    assert summary is not None
+    assert summary.decision == "pass", summary
+    gated = [row for row in summary.points if row.gated]
+    assert {row.unit for row in gated} == {"engine_cpu_ms"}, gated
+    assert all(row.tolerance_pct == 20.0 for row in gated), gated
+    assert all(row.verdict in ("level", "faster") for row in gated), gated
     _assert_nothing_running(project)
 
 
