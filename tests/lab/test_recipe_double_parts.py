@@ -3,7 +3,8 @@
 The entry point maps the recipe's serve argv onto the bundled engine's documented options, and
 every line it prints for an engine event is read by the vllm-recipe profile as that event's phase.
 The lab overlay of the example triangle changes only addresses, users and paths: every other
-value of the resolved cluster is the example's.
+value of the resolved cluster is the example's. The double's checkout tracks the recipe's
+classification in sparkgate's release-tests schema, where the example releases read it.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from flows.cluster.lab.hosts import LabPlan, sshd_config_text
 from flows.spec.cluster import Cluster
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
+from flows.spec.release_tests import ReleaseTests
 from tests.lab.recipe_double import double, vllm_double
 from tests.support.paths import ROOT
 
 PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
 TRIANGLE = ROOT / "examples" / "spark-ds41f" / "clusters" / "tp3-triangle.yaml"
+CLASSIFICATION = ROOT / "examples" / "spark-ds41f" / "config" / "release-tests.yaml"
 SERVE = ["serve", "/models", "--served-model-name", "deepseek-v4.1-flash", "--host", "0.0.0.0",
          "--port", "8000", "--tensor-parallel-size", "3", "--block-size", "256",
          "--enable-prefix-caching", "--max-num-seqs", "8", "--nnodes", "3", "--node-rank", "1",
@@ -161,3 +164,21 @@ def test_a_lab_session_has_its_own_home_and_daemon_and_the_extra_path(tmp_path: 
     home = f"{tmp_path}/hosts/sg-x-0/home"  # its own, never the controller's dotfiles
     assert setenv == [f"SetEnv HOME={home} DOCKER_HOST={env['DOCKER_HOST']} PATH={env['PATH']}"]
     assert _session_env(LabPlan(prefix="sg-x"), "sg-x-0", tmp_path) == {"HOME": home}
+
+
+def test_the_checkout_tracks_the_recipes_classification_in_sparkgates_schema(
+    tmp_path: Path,
+) -> None:
+    checkout = tmp_path / "spark-ds41f"
+    double.make_checkout(
+        checkout, base_image="sparkgate-base:x", tag="vllm-ds41f-kkref:0-r6x", tests=["tests/t.py"]
+    )
+    written = checkout / "config" / "release-tests.json"  # the example releases' checkout path
+    assert json.loads(written.read_text())["kind"] == "release-tests"
+    example, read = load_model(CLASSIFICATION, ReleaseTests), load_model(written, ReleaseTests)
+    assert read.patterns == example.patterns
+    assert read.files == example.files
+    assert double.git(checkout, "ls-files", "config/release-tests.json") == (
+        "config/release-tests.json"
+    )
+    assert double.git(checkout, "status", "--porcelain", "--untracked-files=all") == ""

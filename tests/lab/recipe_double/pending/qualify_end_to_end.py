@@ -108,9 +108,8 @@ def _write_overlays(project: Path, lab: LabState, root: Path) -> tuple[Path, Pat
     return cluster_file, r6y
 
 
-def _tests_tree(project: Path) -> list[str]:
+def _tests_tree(classification: Path) -> list[str]:
     """Every file the example classification names, for the double's tests tree."""
-    classification = project / EXAMPLE / "config" / "release-tests.yaml"
     return sorted(load_model(classification, ReleaseTests).files)
 
 
@@ -139,7 +138,11 @@ def test_r6x_then_r6y_qualify_on_the_double_then_promote_deploys_and_rolls_back(
         # without it stops the release-tests container, whose mounts docker does not create).
         (workdir / "cache").mkdir(parents=True)
     checkout = workdirs[lab.head.name]
-    double.make_checkout(checkout, base_image=base_image, tag=R6X, tests=_tests_tree(project))
+    classification = project / EXAMPLE / "config" / "release-tests.yaml"
+    tests = _tests_tree(classification)
+    double.make_checkout(
+        checkout, base_image=base_image, tag=R6X, tests=tests, classification=classification
+    )
     (checkout / "cache").mkdir()  # git-ignored, as in the recipe's checkout
     env = _environment(project)
     c = str(cluster_file)
