@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.lab.recipe_double import runc_memlock
 
 HERE = Path(__file__).resolve().parent
 # The recipe's classification as sparkgate ships it (r6d's list in sparkgate's schema), which the
@@ -89,6 +92,31 @@ def write_gpu_hook(folder: Path) -> Path:
     hook = folder / "nvidia-container-runtime-hook"
     hook.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
     hook.chmod(0o755)
+    return folder
+
+
+def write_runc_wrapper(folder: Path) -> Path:
+    """`runc` for the lab's dockerd PATH: the recipe's `--ulimit=memlock=-1:-1` within this machine.
+
+    The stub runs `runc_memlock` (why: its docstring) with the real runc, found now on PATH
+    without `folder` (never itself), and its log `folder/memlock.jsonl`.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    here = folder.resolve()
+    search = [entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry]
+    others = [entry for entry in search if Path(entry).resolve() != here]
+    real = shutil.which("runc", path=os.pathsep.join(others))
+    if real is None:
+        raise FileNotFoundError(f"no runc on PATH {os.pathsep.join(others)!r}")
+    shutil.copy(HERE / "runc_memlock.py", folder / "runc_memlock.py")
+    stub = folder / "runc"
+    stub.write_text(
+        f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {str(here)!r})\n"
+        "import runc_memlock\n"
+        f"runc_memlock.main(sys.argv, {str(Path(real).resolve())!r}, "
+        f"{str(here / runc_memlock.LOG_NAME)!r})\n"
+    )
+    stub.chmod(0o755)
     return folder
 
 
