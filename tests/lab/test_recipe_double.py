@@ -36,7 +36,7 @@ from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
 from flows.spec.release import Release
-from tests.lab.recipe_double import double, runc_memlock
+from tests.lab.recipe_double import double, runc_memlock, spark_host
 from tests.support.lab import docker_lab as docker_lab_up
 from tests.support.paths import ROOT
 
@@ -46,9 +46,11 @@ pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark
 
 SHIMS = ROOT / ".sparkgate" / "recipe-double" / "bin"
 RUNC = SHIMS.parent / "runc"
+# The Sparks' nvidia-smi, cat and grep (spark_host) that the example clusters' probes read.
+PROBES = SHIMS.parent / "probes"
 PLAN = LabPlan(
     prefix="sg-r", nodes=3, subnet=ipaddress.IPv4Network("198.18.13.0/24"), docker=True,
-    session_path=(str(SHIMS),),
+    session_path=(str(PROBES / "bin"), str(SHIMS)),
 )  # fmt: skip
 LAB_DIR = ROOT / ".sparkgate" / "test-lab-rd"  # short: unix socket paths are limited
 R6X = "vllm-ds41f-kkref:19f2c20ed4d6-r6x"
@@ -67,13 +69,17 @@ UNLIMITED = 2**64 - 1  # -1 as docker writes it in the bundle (uint64)
 @pytest.fixture(scope="module")
 def docker_lab() -> Iterator[LabState]:
     """The docker lab, its dockerds able to start `--gpus=all` containers (the double's hook) and
-    the recipe's unlimited memlock (the double's runc, first on their PATH)."""
+    the recipe's unlimited memlock (the double's runc, first on their PATH); its sessions answer
+    the example clusters' probes (driver, APST, GPU clocks, RDMA counters) as the recipe expects."""
     double.write_shims(SHIMS)
+    spark_host.install(PROBES)
     hook = double.write_gpu_hook(SHIMS.parent / "gpu")
     runc = double.write_runc_wrapper(RUNC)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", f"{runc}:{hook}:{os.environ['PATH']}")
         with docker_lab_up(PLAN, LAB_DIR) as state:
+            for host in state.hosts:
+                spark_host.SparkHost(PROBES, host.address).as_expected()
             yield state
 
 
