@@ -7,7 +7,8 @@ line (which r6y's `image_line` reads), and refuses a tag that exists. The image 
 a rank with the display carve-out on and no display device refuses to start with vLLM patch
 0021's error; with the device, a one-rank boot of the image serves the model bind-mounted from an
 HF-cache snapshot path, logs lines the vllm-recipe profile reads as its phases, and leaves its
-caches owned by root.
+caches owned by root. A container with the recipe's `--ulimit=memlock=-1:-1` starts on the lab's
+daemons, whose `runc` (the double's) lowers the ask to this machine's limit and logs it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import ipaddress
 import json
 import os
 import re
+import resource
 import shutil
 import time
 import urllib.request
@@ -28,12 +30,13 @@ import pytest
 from flows.cluster.boot.timeline import LogReader
 from flows.cluster.build.release_image import build_for
 from flows.cluster.lab.hosts import LabPlan, LabState
+from flows.cluster.runtime.run_args import run_arg_options
 from flows.cluster.transport.factory import TransportPool
-from flows.spec.cluster import Cluster
+from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
 from flows.spec.release import Release
-from tests.lab.recipe_double import double
+from tests.lab.recipe_double import double, runc_memlock, spark_host
 from tests.support.lab import docker_lab as docker_lab_up
 from tests.support.paths import ROOT
 
@@ -42,9 +45,12 @@ from .test_lab_docker_boot import DOCKER_CACHE
 pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SHIMS = ROOT / ".sparkgate" / "recipe-double" / "bin"
+RUNC = SHIMS.parent / "runc"
+# The Sparks' nvidia-smi, cat and grep (spark_host) that the example clusters' probes read.
+PROBES = SHIMS.parent / "probes"
 PLAN = LabPlan(
     prefix="sg-r", nodes=3, subnet=ipaddress.IPv4Network("198.18.13.0/24"), docker=True,
-    session_path=(str(SHIMS),),
+    session_path=(str(PROBES / "bin"), str(SHIMS)),
 )  # fmt: skip
 LAB_DIR = ROOT / ".sparkgate" / "test-lab-rd"  # short: unix socket paths are limited
 R6X = "vllm-ds41f-kkref:19f2c20ed4d6-r6x"
@@ -56,16 +62,24 @@ SNAPSHOT = (
 # r6y's image_line (examples/spark-ds41f/releases/r6y.yaml).
 IMAGE_LINE = re.compile(r"^built (\S+) sha256:[0-9a-f]+ in ", re.MULTILINE)
 PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
+TRIANGLE = ROOT / "examples" / "spark-ds41f" / "clusters" / "tp3-triangle.yaml"
+UNLIMITED = 2**64 - 1  # -1 as docker writes it in the bundle (uint64)
 
 
 @pytest.fixture(scope="module")
 def docker_lab() -> Iterator[LabState]:
-    """The docker lab, its dockerds able to start `--gpus=all` containers (the double's hook)."""
+    """The docker lab, its dockerds able to start `--gpus=all` containers (the double's hook) and
+    the recipe's unlimited memlock (the double's runc, first on their PATH); its sessions answer
+    the example clusters' probes (driver, APST, GPU clocks, RDMA counters) as the recipe expects."""
     double.write_shims(SHIMS)
+    spark_host.install(PROBES)
     hook = double.write_gpu_hook(SHIMS.parent / "gpu")
+    runc = double.write_runc_wrapper(RUNC)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PATH", f"{hook}:{os.environ['PATH']}")
+        patch.setenv("PATH", f"{runc}:{hook}:{os.environ['PATH']}")
         with docker_lab_up(PLAN, LAB_DIR) as state:
+            for host in state.hosts:
+                spark_host.SparkHost(PROBES, host.address).as_expected()
             yield state
 
 
@@ -211,6 +225,46 @@ def test_a_rank_refuses_without_the_display_device_and_serves_with_it_as_root(
     finally:
         head.close()
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def test_a_container_with_the_recipes_unlimited_memlock_runs_and_the_lowering_is_logged(
+    cluster: Cluster, base_image: str
+) -> None:
+    runtime = load_model(TRIANGLE, Cluster).runtime
+    assert isinstance(runtime, DockerRuntime)
+    ulimits = [arg for arg in runtime.run_args if arg.startswith("--ulimit=")]
+    assert "--ulimit=memlock=-1:-1" in ulimits  # the recipe's, as the example cluster has it
+    head = _daemon(cluster, 0)
+    try:
+        # dockerd names its runtime by name, so containerd's shim finds the double's on its PATH.
+        assert head.info()["Runtimes"]["runc"]["path"] == "runc"
+        show = "import resource; print(*resource.getrlimit(resource.RLIMIT_MEMLOCK))"
+        container = head.containers.create(
+            base_image, ["-c", show], entrypoint=["python"], network_mode="host",
+            **run_arg_options(ulimits),
+        )  # fmt: skip
+        try:
+            container.start()  # without the double's runc: "error setting rlimit type 8"
+            status = container.wait(timeout=120)["StatusCode"]
+            said = container.logs().decode()
+            container.reload()
+            options = container.attrs["HostConfig"]["Ulimits"]
+        finally:
+            container.remove(force=True)
+    finally:
+        head.close()
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    assert status == 0, said
+    assert said.split() == [str(hard), str(hard)]  # what this machine allows
+    assert {"Name": "memlock", "Soft": -1, "Hard": -1} in options  # the recipe's, unchanged
+    records = [json.loads(line) for line in (RUNC / runc_memlock.LOG_NAME).read_text().splitlines()]
+    assert [r for r in records if r["container"] == container.id] == [
+        {
+            "container": container.id,
+            "asked": {"soft": UNLIMITED, "hard": UNLIMITED},  # the recipe asked for no limit
+            "given": {"soft": hard, "hard": hard},
+        }
+    ]
 
 
 def _wait_for_models(

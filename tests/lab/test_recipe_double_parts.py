@@ -3,13 +3,19 @@
 The entry point maps the recipe's serve argv onto the bundled engine's documented options, and
 every line it prints for an engine event is read by the vllm-recipe profile as that event's phase.
 The lab overlay of the example triangle changes only addresses, users and paths: every other
-value of the resolved cluster is the example's.
+value of the resolved cluster is the example's. The double's checkout tracks the recipe's
+classification in sparkgate's release-tests schema, where the example releases read it. The lab's
+`runc` lowers only a memlock ask above this machine's limit, for a container being started.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import resource
+import shutil
+import subprocess
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -22,11 +28,15 @@ from flows.cluster.lab.hosts import LabPlan, sshd_config_text
 from flows.spec.cluster import Cluster
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
-from tests.lab.recipe_double import double, vllm_double
+from flows.spec.release_tests import ReleaseTests
+from tests.lab.recipe_double import double, runc_memlock, vllm_double
 from tests.support.paths import ROOT
 
 PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
 TRIANGLE = ROOT / "examples" / "spark-ds41f" / "clusters" / "tp3-triangle.yaml"
+CLASSIFICATION = ROOT / "examples" / "spark-ds41f" / "config" / "release-tests.yaml"
+UNLIMITED = 2**64 - 1  # what docker puts in the bundle for --ulimit=memlock=-1:-1 (uint64 -1)
+ALLOWED = 8 * 2**20  # this sandbox's hard memlock limit (8 MiB)
 SERVE = ["serve", "/models", "--served-model-name", "deepseek-v4.1-flash", "--host", "0.0.0.0",
          "--port", "8000", "--tensor-parallel-size", "3", "--block-size", "256",
          "--enable-prefix-caching", "--max-num-seqs", "8", "--nnodes", "3", "--node-rank", "1",
@@ -161,3 +171,99 @@ def test_a_lab_session_has_its_own_home_and_daemon_and_the_extra_path(tmp_path: 
     home = f"{tmp_path}/hosts/sg-x-0/home"  # its own, never the controller's dotfiles
     assert setenv == [f"SetEnv HOME={home} DOCKER_HOST={env['DOCKER_HOST']} PATH={env['PATH']}"]
     assert _session_env(LabPlan(prefix="sg-x"), "sg-x-0", tmp_path) == {"HOME": home}
+
+
+def test_the_checkout_tracks_the_recipes_classification_in_sparkgates_schema(
+    tmp_path: Path,
+) -> None:
+    checkout = tmp_path / "spark-ds41f"
+    double.make_checkout(
+        checkout, base_image="sparkgate-base:x", tag="vllm-ds41f-kkref:0-r6x", tests=["tests/t.py"]
+    )
+    written = checkout / "config" / "release-tests.json"  # the example releases' checkout path
+    assert json.loads(written.read_text())["kind"] == "release-tests"
+    example, read = load_model(CLASSIFICATION, ReleaseTests), load_model(written, ReleaseTests)
+    assert read.patterns == example.patterns
+    assert read.files == example.files
+    assert double.git(checkout, "ls-files", "config/release-tests.json") == (
+        "config/release-tests.json"
+    )
+    assert double.git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def _bundle(memlock: tuple[int, int] | None) -> dict[str, Any]:
+    rlimits = [{"type": "RLIMIT_NOFILE", "hard": 1048576, "soft": 1048576}]
+    if memlock is not None:
+        rlimits.append({"type": "RLIMIT_MEMLOCK", "soft": memlock[0], "hard": memlock[1]})
+    rlimits.append({"type": "RLIMIT_STACK", "hard": 67108864, "soft": 67108864})
+    return {"ociVersion": "1.0.2-dev", "process": {"args": ["vllm"], "rlimits": rlimits}}
+
+
+def test_a_container_start_names_its_bundle_and_container_and_no_other_command_does() -> None:
+    # containerd's runc shim (go-runc) starts a container this way.
+    shim = ["--root", "/run/docker/runtime-runc/moby", "--log", "/b/log.json", "--log-format",
+            "json", "create", "--bundle", "/b", "--pid-file", "/b/pid", "0123abcd"]  # fmt: skip
+    assert runc_memlock.starting(shim) == runc_memlock.Start(bundle="/b", container="0123abcd")
+    assert runc_memlock.starting(["run", "-b=/c", "--detach", "x"]) == runc_memlock.Start("/c", "x")
+    assert runc_memlock.starting(["--debug", "create", "y"]) == runc_memlock.Start(".", "y")
+    for other in (["--root", "create", "start", "y"], ["state", "y"], ["--version"], []):
+        assert runc_memlock.starting(other) is None, other
+
+
+def test_an_unlimited_memlock_ask_is_lowered_to_what_the_machine_allows_and_nothing_else() -> None:
+    config = _bundle((UNLIMITED, UNLIMITED))
+    changed, lowering = runc_memlock.lowered(config, ALLOWED)
+    assert lowering == runc_memlock.Lowering(asked=(UNLIMITED, UNLIMITED), given=(ALLOWED, ALLOWED))
+    assert changed == _bundle((ALLOWED, ALLOWED))
+    assert config == _bundle((UNLIMITED, UNLIMITED))  # the caller's document is left as it was
+    assert json.loads(runc_memlock.log_line("0123abcd", lowering)) == {
+        "container": "0123abcd",
+        "asked": {"soft": UNLIMITED, "hard": UNLIMITED},
+        "given": {"soft": ALLOWED, "hard": ALLOWED},
+    }
+    _, only_hard = runc_memlock.lowered(_bundle((65536, UNLIMITED)), ALLOWED)
+    assert only_hard == runc_memlock.Lowering(asked=(65536, UNLIMITED), given=(65536, ALLOWED))
+
+
+@pytest.mark.parametrize(
+    ("memlock", "allowed"),
+    [(None, ALLOWED), ((65536, ALLOWED), ALLOWED), ((UNLIMITED, UNLIMITED), None)],
+    ids=["no memlock ask", "within the limit", "an unlimited machine"],
+)
+def test_a_start_the_machine_allows_passes_untouched(
+    memlock: tuple[int, int] | None, allowed: int | None
+) -> None:
+    assert runc_memlock.lowered(_bundle(memlock), allowed) == (_bundle(memlock), None)
+
+
+def test_a_bundle_asking_more_than_this_machine_allows_is_lowered_in_place_and_logged(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(_bundle((UNLIMITED, UNLIMITED))))
+    log = tmp_path / runc_memlock.LOG_NAME
+    lowering = runc_memlock.lower_in_bundle(runc_memlock.Start(str(tmp_path), "0123abcd"), log)
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    if hard == resource.RLIM_INFINITY:  # a machine that grants the recipe's ask: nothing to do
+        assert lowering is None
+        assert not log.exists()
+        return
+    assert lowering == runc_memlock.Lowering(asked=(UNLIMITED, UNLIMITED), given=(hard, hard))
+    assert json.loads((tmp_path / "config.json").read_text()) == _bundle((hard, hard))
+    assert log.read_text() == runc_memlock.log_line("0123abcd", lowering)
+
+
+@pytest.mark.skipif(shutil.which("runc") is None, reason="runc is not installed (docker.io)")
+def test_the_written_runc_execs_the_real_runc_never_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = shutil.which("runc")
+    assert real is not None
+    folder = tmp_path / "runc"
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")  # as the lab's dockerd has it
+    stub = double.write_runc_wrapper(folder) / "runc"
+    assert shutil.which("runc") == str(stub)
+    assert str(Path(real).resolve()) in stub.read_text()
+    passed = subprocess.run([stub, "--version"], capture_output=True, text=True, check=True)
+    direct = subprocess.run([real, "--version"], capture_output=True, text=True, check=True)
+    assert passed.stdout == direct.stdout
+    assert not (folder / runc_memlock.LOG_NAME).exists()

@@ -8,6 +8,8 @@ A docker lab (namespace hosts, each with its own dockerd) becomes three "Sparks"
 - the head holds a git checkout of the double's recipe (`checkout.py`): `bin/spark`
   (`spark_double.py`), `config/cluster.json`, a lock naming the base image, and `docker/` with the
   image's Dockerfile, its entry point `vllm` (`vllm_double.py`) and the tests tree;
+- the hosts' dockerds find the double's `runc` first on their PATH (`runc_memlock.py`): it lowers
+  the recipe's unlimited memlock to what this machine allows and logs each lowering;
 - the image (`image/Dockerfile`) runs as root on top of the bundled engine's image, with the
   tests at /opt/spark3/candidate/vllm and `vllm serve` as its entry point;
 - the example clusters' probes are answered by `nvidia-smi`, `cat` and `grep` first on the

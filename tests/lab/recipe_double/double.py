@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from tests.lab.recipe_double import runc_memlock
+
 HERE = Path(__file__).resolve().parent
+# The recipe's classification as sparkgate ships it (r6d's list in sparkgate's schema), which the
+# example releases read from the checkout's config/release-tests.json (checkout_classification).
+EXAMPLE_CLASSIFICATION = (
+    HERE.parents[2] / "examples" / "spark-ds41f" / "config" / "release-tests.yaml"
+)
 RECIPE_HOME = "/home/swank"
 RECIPE_CHECKOUT = f"{RECIPE_HOME}/projects/spark-ds41f"
 # The display device's by-path node in the recipe's run arguments (R3 docker_run_args).
@@ -85,6 +95,31 @@ def write_gpu_hook(folder: Path) -> Path:
     return folder
 
 
+def write_runc_wrapper(folder: Path) -> Path:
+    """`runc` for the lab's dockerd PATH: the recipe's `--ulimit=memlock=-1:-1` within this machine.
+
+    The stub runs `runc_memlock` (why: its docstring) with the real runc, found now on PATH
+    without `folder` (never itself), and its log `folder/memlock.jsonl`.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    here = folder.resolve()
+    search = [entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry]
+    others = [entry for entry in search if Path(entry).resolve() != here]
+    real = shutil.which("runc", path=os.pathsep.join(others))
+    if real is None:
+        raise FileNotFoundError(f"no runc on PATH {os.pathsep.join(others)!r}")
+    shutil.copy(HERE / "runc_memlock.py", folder / "runc_memlock.py")
+    stub = folder / "runc"
+    stub.write_text(
+        f"#!{sys.executable} -S\nimport sys\nsys.path.insert(0, {str(here)!r})\n"
+        "import runc_memlock\n"
+        f"runc_memlock.main(sys.argv, {str(Path(real).resolve())!r}, "
+        f"{str(here / runc_memlock.LOG_NAME)!r})\n"
+    )
+    stub.chmod(0o755)
+    return folder
+
+
 def make_spark_files(root: Path, snapshot: str) -> None:
     """A Spark's files under `root` (the lab's `/`): the HF snapshot with a bundled-engine model,
     the display device's node and /dev/infiniband's stand-in (a character device: /dev/null's)."""
@@ -121,11 +156,20 @@ def _as_hub_snapshot(model: Path) -> None:
         file.symlink_to(Path("..") / ".." / "blobs" / digest)
 
 
-def make_checkout(checkout: Path, *, base_image: str, tag: str, tests: list[str]) -> str:
+def make_checkout(
+    checkout: Path,
+    *,
+    base_image: str,
+    tag: str,
+    tests: list[str],
+    classification: Path = EXAMPLE_CLASSIFICATION,
+) -> str:
     """The double's recipe checkout at its first release (container.image `tag`); its commit.
 
     `tests` are the tree's test files (paths under the candidate vLLM tree): each runs the bundled
     engine's tokenizer tests, so the release-tests gate runs real tests in the image.
+    `classification` (a release-tests file) is committed as `config/release-tests.json`, where
+    the recipe keeps its own since r6u and the example releases read it.
     """
     shutil.rmtree(checkout, ignore_errors=True)
     (checkout / "bin").mkdir(parents=True)
@@ -143,11 +187,23 @@ def make_checkout(checkout: Path, *, base_image: str, tag: str, tests: list[str]
     (checkout / ".gitignore").write_text(".work/\ncache/\n")
     lock = {"base_image": base_image, "vllm_tree": "double-" + tag.rsplit("-", 1)[-1]}
     (checkout / "config" / "upstreams.lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+    (checkout / "config" / "release-tests.json").write_text(
+        classification_json(classification.read_text())
+    )
     _set_image(checkout, tag)
     subprocess.run([*GIT, "init", "-q", "-b", "main"], cwd=checkout, check=True)
     git(checkout, "add", "-A")
     git(checkout, "commit", "-q", "-m", f"release {tag}")
     return git(checkout, "rev-parse", "HEAD")
+
+
+def classification_json(text: str) -> str:
+    """A release-tests classification (YAML or JSON text) as the JSON file the recipe's checkout
+    holds: the same document in sparkgate's schema, comments dropped (pure)."""
+    document = yaml.safe_load(text)
+    if not isinstance(document, dict) or document.get("kind") != "release-tests":
+        raise ValueError("not a release-tests classification (expected kind: release-tests)")
+    return json.dumps(document, indent=2) + "\n"
 
 
 def next_release(checkout: Path, tag: str) -> str:
