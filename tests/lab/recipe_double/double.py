@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from flows.spec.release_tests import ReleaseTests
 from tests.lab.recipe_double import runc_memlock
 
 HERE = Path(__file__).resolve().parent
@@ -201,8 +202,7 @@ def classification_json(text: str) -> str:
     """A release-tests classification (YAML or JSON text) as the JSON file the recipe's checkout
     holds: the same document in sparkgate's schema, comments dropped (pure)."""
     document = yaml.safe_load(text)
-    if not isinstance(document, dict) or document.get("kind") != "release-tests":
-        raise ValueError("not a release-tests classification (expected kind: release-tests)")
+    ReleaseTests.model_validate(document)  # the schema the example releases read it with
     return json.dumps(document, indent=2) + "\n"
 
 
