@@ -48,8 +48,12 @@ SHIMS = ROOT / ".sparkgate" / "recipe-double" / "bin"
 RUNC = SHIMS.parent / "runc"
 # The Sparks' nvidia-smi, cat and grep (spark_host) that the example clusters' probes read.
 PROBES = SHIMS.parent / "probes"
+# Its names and subnet; a second checkout runs its own beside this one's with
+# SPARKGATE_RECIPE_LAB=PREFIX,SUBNET (e.g. "sg-q,198.18.14.0/24").
+_LAB = os.environ.get("SPARKGATE_RECIPE_LAB", "sg-r,198.18.13.0/24")
+_LAB_NAME, _, _LAB_SUBNET = _LAB.partition(",")
 PLAN = LabPlan(
-    prefix="sg-r", nodes=3, subnet=ipaddress.IPv4Network("198.18.13.0/24"), docker=True,
+    prefix=_LAB_NAME, nodes=3, subnet=ipaddress.IPv4Network(_LAB_SUBNET), docker=True,
     session_path=(str(PROBES / "bin"), str(SHIMS)),
 )  # fmt: skip
 LAB_DIR = ROOT / ".sparkgate" / "test-lab-rd"  # short: unix socket paths are limited
