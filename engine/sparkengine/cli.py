@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--join-timeout", type=float, default=600.0)
     serve.add_argument("--api-key", default=os.environ.get("SPARKENGINE_API_KEY"))
     serve.add_argument("--served-model-name", default="sparkengine")
+    serve.add_argument(
+        "--metric-names",
+        choices=("sparkengine", "vllm"),
+        default="sparkengine",
+        help="export /metrics under this engine's names or vLLM's (for a vLLM harness)",
+    )
     serve.add_argument("--kv-blocks", type=int, default=4096)
     serve.add_argument("--step-tokens", type=int, default=512)
     serve.add_argument("--max-seqs", type=int, default=64)
@@ -137,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             join_timeout=args.join_timeout,
             api_key=args.api_key,
             served_model_name=args.served_model_name,
+            metric_names=args.metric_names,
             kv_blocks=args.kv_blocks,
             step_tokens=args.step_tokens,
             max_seqs=args.max_seqs,

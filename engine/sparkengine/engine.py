@@ -97,11 +97,17 @@ class HeadEngine:
         if planned is None:
             return False
         batch, plan = planned
+        # the requests this step gives a token after their first (vLLM's inter-token latency)
+        decoded = sum(
+            1 for item in plan if item.samples and len(item.seq.tokens) > len(item.seq.prompt)
+        )
         started, cpu_started = time.perf_counter(), time.thread_time()
         self.group.broadcast(Msg.STEP, batch.encode())
         logprobs = self.forward.run(batch)
         self.scheduler.complete(plan, logprobs)
-        self.metrics.observe_step(time.perf_counter() - started, time.thread_time() - cpu_started)
+        self.metrics.observe_step(
+            time.perf_counter() - started, time.thread_time() - cpu_started, decoded
+        )
         self._publish_gauges()
         return True
 

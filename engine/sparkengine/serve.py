@@ -59,6 +59,7 @@ class ServeOptions:
     join_timeout: float = 600.0
     api_key: str | None = None
     served_model_name: str = "sparkengine"
+    metric_names: str = "sparkengine"  # or "vllm": the same values under vLLM's names
     kv_blocks: int = 4096
     step_tokens: int = 512
     max_seqs: int = 64
@@ -99,7 +100,9 @@ def serve(opts: ServeOptions) -> int:
                 opts.join_timeout,
                 token=opts.boot_token,
             )
-        metrics = Metrics()
+        metrics = Metrics(
+            opts.metric_names, opts.served_model_name, opts.kv_blocks, families.BLOCK_SIZE
+        )
         forward = _load_and_prepare(opts, faults, progress, metrics)
         progress.set("rendezvous")
         faults.enter(opts.rank, "rendezvous")

@@ -9,7 +9,8 @@ the recipe print, so sparkgate reads the double's boot with the vllm-recipe prof
 
 - `--node-rank`, `--nnodes`, `--master-addr`/`--master-port`, `--port`, `--host` (rank 0 only;
   `--headless` ranks serve no API), `--served-model-name` and `--max-num-seqs` map onto the
-  engine's options; every other vLLM option is accepted and ignored.
+  engine's options; every other vLLM option is accepted and ignored. The engine exports its
+  /metrics under vLLM's names (`--metric-names vllm`), which the vllm-recipe profile reads.
 - The kernel cache is `TILELANG_CACHE_DIR` (the profile's kernel cache) and every other JIT
   compile goes to `TRITON_CACHE_DIR`; the container runs as root, so both are written by root.
 - `SPARK3_DISPLAY_CARVEOUT_WEIGHTS=1` needs the display device: vLLM patch 0021
@@ -87,11 +88,12 @@ def engine_argv(options: argparse.Namespace, env: dict[str, str]) -> list[str]:
         "--cache", f"kernels={kernels}", "--cache", f"jit={jit}",
         "--served-model-name", options.served_model_name,
     ]  # fmt: skip
-    if options.max_num_seqs:
-        argv += ["--max-seqs", str(options.max_num_seqs)]
     if options.node_rank == 0 and not options.headless:
         argv += ["--host", options.host]
-    return argv
+    if options.max_num_seqs:
+        argv += ["--max-seqs", str(options.max_num_seqs)]
+    # vLLM's metric names (vllm-recipe profile `metrics`), as the Sparks' /metrics answers
+    return [*argv, "--metric-names", "vllm"]
 
 
 class Lines:
