@@ -22,13 +22,19 @@ from typing import Any
 
 import pytest
 import yaml
+from sparkengine.metrics import Metrics
 
+from flows.bench.capacity import kv_capacity
+from flows.bench.runner import check_context
 from flows.cluster.boot.timeline import LogReader
 from flows.cluster.lab.hosts import LabPlan, sshd_config_text
+from flows.engine_api.metrics import engine_step_times, parse_prometheus, scrape_names
+from flows.errors import BenchError
 from flows.spec.cluster import Cluster
 from flows.spec.engine import EngineProfile
 from flows.spec.load import load_model
 from flows.spec.release_tests import ReleaseTests
+from flows.spec.suite import Suite
 from tests.lab.recipe_double import double, runc_memlock, vllm_double
 from tests.support.paths import ROOT
 
@@ -36,6 +42,7 @@ PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
 TRIANGLE = ROOT / "examples" / "spark-ds41f" / "clusters" / "tp3-triangle.yaml"
 CLASSIFICATION = ROOT / "examples" / "spark-ds41f" / "config" / "release-tests.yaml"
 UNLIMITED = 2**64 - 1  # what docker puts in the bundle for --ulimit=memlock=-1:-1 (uint64 -1)
+DOUBLE_CONTEXT = 16384  # the double's model (double.make_spark_files)
 ALLOWED = 8 * 2**20  # this sandbox's hard memlock limit (8 MiB)
 SERVE = ["serve", "/models", "--served-model-name", "deepseek-v4.1-flash", "--host", "0.0.0.0",
          "--port", "8000", "--tensor-parallel-size", "3", "--block-size", "256",
@@ -89,6 +96,34 @@ def test_each_engine_event_prints_a_line_the_recipe_profile_reads_as_its_phase(
     assert phase in [event.name for event in events], printed.getvalue()
     raw = reader.read([json.dumps({"ts": "2026-12-06T00:00:00+00:00", **record})])
     assert raw == []  # the passed-through JSON line is never read as a second event
+
+
+def test_the_doubles_metrics_are_read_by_the_recipe_profile_as_vllms() -> None:
+    """The double's engine exports vLLM's names (`--metric-names vllm`), so the benchmark reads
+    the engine step time from vLLM's inter-token latency, as on the Sparks, and nothing the
+    profile names is missing but the speculative-decoding counters and per-request TPOT."""
+    argv = vllm_double.engine_argv(vllm_double.parse(SERVE), {})
+    assert argv[-2:] == ["--metric-names", "vllm"]
+    engine = Metrics("vllm", "deepseek-v4.1-flash", kv_blocks=4096, block_size=16)
+    profile = load_model(PROFILE, EngineProfile).metrics.model_dump(exclude={"path", "compiles"})
+    names = scrape_names(profile)
+    before = _read(engine.render(), names)
+    engine.observe_step(0.030, 0.01, decoded=0)  # a prefill: no request waited for a next token
+    engine.observe_step(0.020, 0.01, decoded=4)
+    engine.observe_step(0.040, 0.01, decoded=4)
+    engine.running, engine.generation_tokens = 4, 9
+    after = _read(engine.render(), names)
+    assert {key for key in names if key not in after} == {
+        "spec_drafts", "spec_accepted_tokens", "token_seconds_sum", "token_seconds_count"
+    }  # fmt: skip
+    assert (after["running"], after["generation_tokens"]) == (4, 9)
+    assert engine_step_times(before, after) == {"engine_step_ms": pytest.approx(30.0)}
+    assert kv_capacity(engine.render())["kv_capacity_tokens"] == 4096 * 16
+
+
+def _read(exposition: str, names: dict[str, str]) -> dict[str, float]:
+    found = parse_prometheus(exposition)
+    return {key: found[name] for key, name in names.items() if name in found}
 
 
 def test_the_rank_refuses_without_the_display_device(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,6 +192,34 @@ def test_the_lab_overlay_changes_only_addresses_users_and_paths(tmp_path: Path) 
         if argument == "--device=/dev/infiniband":  # the lab device folder at the same target
             original["runtime"]["run_args"][index] = "--device=/dev/infiniband:/dev/infiniband"
     assert _without(moved, str(root)) == original
+
+
+@pytest.mark.parametrize("name", ["release-tp3", "single-stream"])
+def test_the_doubles_suites_change_only_sizes_and_the_clusters_tolerance(name: str) -> None:
+    thread = load_model(ROOT / "config" / "suites" / f"{name}.yaml", Suite)
+    document = thread.model_dump(mode="json", exclude_defaults=True)
+    resized = Suite.model_validate(double.at_double_size(document, tolerance=0.2))
+    check_context(resized, DOUBLE_CONTEXT)  # fits what the double serves
+    if name == "release-tp3":  # the thread's 1M prefill does not
+        with pytest.raises(BenchError, match="prefill needs 1000001 tokens per request"):
+            check_context(thread, DOUBLE_CONTEXT)
+    assert resized.name == thread.name  # the releases name it, as on the Sparks
+    kept = resized.model_dump(mode="json", exclude={"description"})
+    original = thread.model_dump(mode="json", exclude={"description"})
+    for mine, theirs in zip(kept["workloads"], original["workloads"], strict=True):
+        gate = mine.pop("gate")
+        if theirs.pop("gate") is False:
+            assert gate is False  # reported only, as on the Sparks
+        else:
+            assert gate == {"metrics": None, "tolerance": 0.2, "tolerances": {}}
+        for key in double.DOUBLE_SIZES:
+            if key in theirs:
+                assert 0 < _total(mine.pop(key)) <= _total(theirs.pop(key))
+    assert kept == original
+
+
+def _total(size: int | list[int]) -> int:
+    return sum(size) if isinstance(size, list) else size
 
 
 def test_a_lab_session_has_its_own_home_and_daemon_and_the_extra_path(tmp_path: Path) -> None:

@@ -261,3 +261,41 @@ def lab_overlay(
         "preflight": moved(example.get("preflight", [])),
         "nodes": nodes,
     }
+
+
+# The double's sizes for the recipe's suites. The thread's (prefill to 1,000,000 tokens, 48
+# Poisson requests at 0.42 req/s, 100 single-stream requests of 256 tokens) would take hours on
+# this machine's CPU engine, whose model serves 16,384 tokens; every other property of a
+# workload (kind, name, gate, stream counts, rate, sampling, samples, warm-up) stays the thread's.
+DOUBLE_DEPTH_DIVISOR = 512  # 32K..1M -> 64..1,953 tokens, in the thread's proportions
+DOUBLE_PROMPT_TOKENS = 256
+DOUBLE_MAX_TOKENS = 32
+DOUBLE_REQUESTS = 2
+DOUBLE_SIZES = ("depths", "prompt_tokens", "max_tokens", "requests")
+"""The only workload keys `at_double_size` changes."""
+
+
+def at_double_size(suite: dict[str, Any], tolerance: float) -> dict[str, Any]:
+    """One of the recipe's suites (a loaded suite's document) at the double's sizes (pure).
+
+    Sizes only (`DOUBLE_SIZES`), plus what is the cluster's in sparkgate's design: the
+    tolerance its A/A noise resolves (every workload's points that gate, at `tolerance`), in
+    place of the recipe's 3 % measured by servebench on Sparks.
+    """
+    workloads = []
+    for workload in suite["workloads"]:
+        resized = dict(workload)
+        if "depths" in workload:
+            resized["depths"] = [depth // DOUBLE_DEPTH_DIVISOR for depth in workload["depths"]]
+        for key, most in (
+            ("prompt_tokens", DOUBLE_PROMPT_TOKENS),
+            ("max_tokens", DOUBLE_MAX_TOKENS),
+            ("requests", DOUBLE_REQUESTS),
+        ):
+            if key in workload:
+                resized[key] = min(workload[key], most)
+        if workload.get("gate", True) is not False:
+            resized["gate"] = {"tolerance": tolerance}
+        workloads.append(resized)
+    description = f"{suite.get('description', suite['name'])}, at the recipe double's sizes"
+    return {**suite, "description": description, "workloads": workloads}

@@ -32,7 +32,9 @@ from flows.cluster.transport.factory import TransportPool
 from flows.record.reader import latest_record
 from flows.spec.cluster import Cluster
 from flows.spec.load import load_model
+from flows.spec.release import Release
 from flows.spec.release_tests import ReleaseTests
+from flows.spec.suite import Suite
 from tests.lab.recipe_double import double
 from tests.lab.test_lab_docker_boot import DOCKER_CACHE
 from tests.lab.test_recipe_double import (
@@ -50,6 +52,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.slow, pytest.mark
 __all__ = ["base_image", "cluster", "docker_lab"]  # the module fixtures this test shares
 
 EXAMPLE = "examples/spark-ds41f"
+DOUBLE_TOLERANCE = 0.2
 
 
 @pytest.fixture
@@ -109,6 +112,16 @@ def _write_overlays(project: Path, lab: LabState, root: Path) -> tuple[Path, Pat
     return cluster_file, r6y
 
 
+def _write_double_suites(project: Path, suites: list[str]) -> None:
+    """The recipe's suites at the double's sizes and tolerance, under their own names (the
+    releases name them), in the private project (double.at_double_size: why, and what stays)."""
+    for name in suites:
+        path = project / "config" / "suites" / f"{name}.yaml"
+        thread = load_model(path, Suite).model_dump(mode="json", exclude_defaults=True)
+        resized = double.at_double_size(thread, tolerance=DOUBLE_TOLERANCE)
+        path.write_text(yaml.safe_dump({"kind": "suite", **resized}, sort_keys=False))
+
+
 def _tests_tree(classification: Path) -> list[str]:
     """Every file the example classification names, for the double's tests tree."""
     return sorted(load_model(classification, ReleaseTests).files)
@@ -131,6 +144,7 @@ def test_r6x_then_r6y_qualify_on_the_double_then_promote_deploys_and_rolls_back(
     root = LAB_DIR / "spark"
     double.make_spark_files(root, SNAPSHOT)
     cluster_file, r6y = _write_overlays(project, docker_lab, root)
+    _write_double_suites(project, load_model(r6y, Release).gates.benchmark.suites())
     lab = load_model(cluster_file, Cluster)
     workdirs = {node.name: Path(node.workdir) for node in lab.nodes}
     for workdir in workdirs.values():
