@@ -193,7 +193,7 @@ def make_checkout(
     (checkout / "bin" / "spark").chmod(0o755)
     (checkout / "scripts").mkdir()
     shutil.copy(HERE / "spark_cluster.py", checkout / "scripts" / "spark_cluster.py")
-    (checkout / ".gitignore").write_text(".work/\ncache/\nconfig/nodes.json\n")
+    (checkout / ".gitignore").write_text(".work/\ncache/\nconfig/nodes.json\n__pycache__/\n")
     lock = {"base_image": base_image, "vllm_tree": "double-" + tag.rsplit("-", 1)[-1]}
     (checkout / "config" / "upstreams.lock.json").write_text(json.dumps(lock, indent=2) + "\n")
     (checkout / "config" / "release-tests.json").write_text(
