@@ -72,6 +72,7 @@ def boot(
         handles.extend(_start_all(runtime, plans))
         watches = [_Watch(h, LogReader(profile.logs, node=h.node, rank=h.rank)) for h in handles]
         ready_at = _wait_ready(profile, runtime, watches, probe, on_event)
+        runtime.settle(handles)
         _read_new(runtime, watches, on_event)
     except SparkgateError as error:
         raise _fail(error, runtime, handles, transports, evidence_root) from error

@@ -176,6 +176,11 @@ class Runtime(Protocol):
         """The rank's log from byte `offset` on (timestamps where the runtime has them)."""
         ...
 
+    def settle(self, handles: Sequence[RankHandle]) -> None:
+        """Once the head answers: wait for what the start of `handles` still does (BootError if
+        it fails), so a boot ends when the launch has, not while it still runs."""
+        ...
+
     def stop(self, handle: RankHandle) -> RankStatus:
         """Stop signal, grace, then kill; returns how it ended."""
         ...

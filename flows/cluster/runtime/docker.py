@@ -434,6 +434,9 @@ class DockerRanks:
         raw = client.api.logs(_target(handle), stdout=True, stderr=True, timestamps=True)
         return bytes(raw)[offset:].decode(errors="replace")
 
+    def settle(self, handles: Sequence[RankHandle]) -> None:
+        """Nothing to wait for: a rank is started once its container is."""
+
     def stop(self, handle: RankHandle) -> RankStatus:
         """The profile's stop signal (set on the container), its grace, a kill, then remove."""
         client = self._client_of(handle)

@@ -12,15 +12,19 @@ Everything else (building or adopting the image, putting it on every node, the m
 the release tests, preflight facts) is the docker runtime's, which this class extends. The
 launcher starts every node at once: `start` of a worker only records its handle, `start` of the
 head runs the start command in the background, and until it ends a node without its container
-counts as starting. The first `stop` runs the stop command, which stops every node; the
-stopped containers are the operator's and are left for its next `start --replace`.
+counts as starting. Once the head answers, `settle` waits for the start command to end and
+fails the boot unless it succeeded: the recipe's launcher still arms the steady memory guards
+and removes the containers it replaced after its API wait, and a boot that ended first (a
+`sparkgate cluster start` closing its SSH session) would cut that short. The first `stop` runs
+the stop command, which stops every node; the stopped containers are the operator's and are
+left for its next `start --replace`.
 """
 
 from __future__ import annotations
 
 import shlex
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ from flows.cluster.runtime.base import RankHandle, RankStatus, RuntimeKind
 from flows.cluster.runtime.containers import inspect_document
 from flows.cluster.runtime.docker import DockerRanks, docker_spec, rank_status
 from flows.cluster.transport.base import CommandResult, Transport
-from flows.errors import ClusterError, SparkgateError
+from flows.errors import BootError, ClusterError, SparkgateError
 from flows.spec.cluster import Cluster, LauncherCommands, OperatorRuntime
 from flows.spec.launch import LaunchPlan, placeholder_values
 from flows.spec.release import Release
@@ -114,6 +118,23 @@ class OperatorRanks(DockerRanks):
             return rank_status(document)
         pending = outcome(self._start_result, self._launching())
         return pending if pending is not None else rank_status(document)
+
+    def settle(self, handles: Sequence[RankHandle]) -> None:
+        """Wait for the start command (run by the head's `start`) to end, its `start_timeout_s`
+        at most; BootError, with its own words, unless it succeeded."""
+        if not any(handle.head for handle in handles):
+            return
+        if self._started is not None:
+            self._started.join(timeout=self._commands.start_timeout_s)
+        head = self._cluster.head.name
+        if self._launching():
+            raise BootError(
+                f"node {head}: the operator's start command still runs after "
+                f"{self._commands.start_timeout_s:g} s"
+            )
+        failed = outcome(self._start_result, running=False)
+        if failed is not None:
+            raise BootError(f"node {head}: {failed.detail}")
 
     def inspect(self, handle: RankHandle) -> dict[str, Any]:
         """The docker runtime's evidence plus what the operator's status command says."""

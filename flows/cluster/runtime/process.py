@@ -195,6 +195,9 @@ class ProcessRuntime:
         )
         return result.stdout if result.ok else ""
 
+    def settle(self, handles: Sequence[RankHandle]) -> None:
+        """Nothing to wait for: a rank is started once its process is."""
+
     def stop(self, handle: RankHandle) -> RankStatus:
         """Signal the process group, wait the grace period, then SIGKILL the group."""
         transport = self._node(handle.node)

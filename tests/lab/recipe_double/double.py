@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
 from flows.spec.release_tests import ReleaseTests
 from tests.lab.recipe_double import runc_memlock
 
@@ -164,13 +166,17 @@ def make_checkout(
     tag: str,
     tests: list[str],
     classification: Path = EXAMPLE_CLASSIFICATION,
+    launcher: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> str:
     """The double's recipe checkout at its first release (container.image `tag`); its commit.
 
     `tests` are the tree's test files (paths under the candidate vLLM tree): each runs the bundled
     engine's tokenizer tests, so the release-tests gate runs real tests in the image.
     `classification` (a release-tests file) is committed as `config/release-tests.json`, where
-    the recipe keeps its own since r6u and the example releases read it.
+    the recipe keeps its own since r6u and the example releases read it. `launcher` is what
+    `bin/spark cluster start` renders the containers from (`recipe_config.launcher_files`): the
+    first part is committed in `config/cluster.json`, the node map is the site's
+    `config/nodes.json`, git-ignored as the recipe's is.
     """
     shutil.rmtree(checkout, ignore_errors=True)
     (checkout / "bin").mkdir(parents=True)
@@ -185,12 +191,18 @@ def make_checkout(
         shutil.copy(engine_tests, target)
     shutil.copy(HERE / "spark_double.py", checkout / "bin" / "spark")
     (checkout / "bin" / "spark").chmod(0o755)
-    (checkout / ".gitignore").write_text(".work/\ncache/\n")
+    (checkout / "scripts").mkdir()
+    shutil.copy(HERE / "spark_cluster.py", checkout / "scripts" / "spark_cluster.py")
+    (checkout / ".gitignore").write_text(".work/\ncache/\nconfig/nodes.json\n__pycache__/\n")
     lock = {"base_image": base_image, "vllm_tree": "double-" + tag.rsplit("-", 1)[-1]}
     (checkout / "config" / "upstreams.lock.json").write_text(json.dumps(lock, indent=2) + "\n")
     (checkout / "config" / "release-tests.json").write_text(
         classification_json(classification.read_text())
     )
+    config, nodes = launcher or ({}, None)
+    (checkout / "config" / "cluster.json").write_text(json.dumps(config, indent=2) + "\n")
+    if nodes is not None:
+        (checkout / "config" / "nodes.json").write_text(json.dumps(nodes, indent=2) + "\n")
     _set_image(checkout, tag)
     subprocess.run([*GIT, "init", "-q", "-b", "main"], cwd=checkout, check=True)
     git(checkout, "add", "-A")
@@ -214,8 +226,11 @@ def next_release(checkout: Path, tag: str) -> str:
 
 
 def _set_image(checkout: Path, tag: str) -> None:
-    cluster = {"container": {"name": "dsv41-karmic-kraken", "image": tag}}
-    (checkout / "config" / "cluster.json").write_text(json.dumps(cluster, indent=2) + "\n")
+    """container.image of config/cluster.json set to `tag`, every other key kept."""
+    path = checkout / "config" / "cluster.json"
+    cluster = json.loads(path.read_text())
+    container = {"name": "dsv41-karmic-kraken", **cluster.get("container", {}), "image": tag}
+    path.write_text(json.dumps({**cluster, "container": container}, indent=2) + "\n")
 
 
 def lab_overlay(
@@ -261,6 +276,17 @@ def lab_overlay(
         "preflight": moved(example.get("preflight", [])),
         "nodes": nodes,
     }
+
+
+def write_lab_cluster(
+    example: Path, lab: dict[str, Any], root: Path, workdirs: dict[str, str], path: Path
+) -> Path:
+    """`path`: a cluster file that extends the `example` file with `lab_overlay`'s changes."""
+    document = load_model(example, Cluster).model_dump(mode="json")
+    changes = lab_overlay(document, lab, root, workdirs)
+    path.write_text(yaml.safe_dump({"kind": "cluster", "extends": str(example), "set": changes},
+                                   sort_keys=False))  # fmt: skip
+    return path
 
 
 # The double's sizes for the recipe's suites. The thread's (prefill to 1,000,000 tokens, 48

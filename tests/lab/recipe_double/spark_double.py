@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""`bin/spark` of the recipe double's checkout: the recipe's build command where sparkgate meets it.
+"""`bin/spark` of the recipe double's checkout: the recipe's commands where sparkgate meets them.
+
+The build commands are here; `status` and `cluster start|stop` (the launcher sparkgate's operator
+runtime drives) are in `spark_cluster.py`, which `make_checkout` puts in the checkout's `scripts/`
+and this file imports from there, as the recipe's bin/spark imports its helpers.
 
 Modelled on christopherowen/spark-ds41f `bin/spark` (`command_build_image`, `build_image`
-parser, `require_idle_build_host`, `image_labels`, `repository_dirty`; read at the stored r6d
-snapshot), with the same refusals, exit statuses and printed lines:
+parser, `require_idle_build_host`, `image_labels`, `repository_dirty`, the last one shared with
+the cluster commands in `spark_cluster.py`; read at the stored r6d snapshot), with the same
+refusals, exit statuses and printed lines:
 
 - `build image` without a prepared build directory: "WARN: ... is not prepared; run bin/spark
   build prepare", exit 1 (the recipe's `build_problems`);
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import shlex
@@ -41,6 +47,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = "config/upstreams.lock.json"
+sys.path.insert(0, str(ROOT / "scripts"))
+spark_cluster = importlib.import_module("spark_cluster")  # the checkout's scripts/
 
 
 def read_json(relative: str) -> dict[str, object]:
@@ -52,16 +60,6 @@ def read_json(relative: str) -> dict[str, object]:
 def build_directory() -> Path:
     digest = hashlib.sha256((ROOT / LOCK).read_bytes()).hexdigest()[:12]
     return ROOT / ".work" / "build" / f"double-{digest}"
-
-
-def repository_dirty() -> str:
-    done = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all"],
-        cwd=ROOT, text=True, capture_output=True, check=False,
-    )  # fmt: skip
-    if done.returncode:
-        raise SystemExit(done.stderr.strip() or "cannot inspect repository status")
-    return done.stdout.strip()
 
 
 def repository_revision() -> str:
@@ -126,7 +124,7 @@ def command_build_image(args: argparse.Namespace) -> int:
     if not (directory / "context").is_dir():
         print(f"WARN: {directory.relative_to(ROOT)} is not prepared; run bin/spark build prepare")
         return 1
-    if repository_dirty():
+    if spark_cluster.repository_dirty():
         print("WARN: the image records the deployment commit; commit changes first")
         return 1
     container = cluster["container"]
@@ -194,6 +192,7 @@ def parser() -> argparse.ArgumentParser:
     image.add_argument("--tag", help="image tag (default: container.image from the cluster config)")
     image.add_argument("--apply", action="store_true", help="build, then run the smoke")
     image.set_defaults(func=command_build_image)
+    spark_cluster.add_commands(commands)
     return root
 
 

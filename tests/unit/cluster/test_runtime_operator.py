@@ -18,7 +18,7 @@ from flows.cluster.runtime import docker as docker_ranks
 from flows.cluster.runtime.factory import rank_spec, runtime_for
 from flows.cluster.runtime.operator import OperatorRanks
 from flows.cluster.transport.local import LocalTransport
-from flows.errors import SpecError
+from flows.errors import BootError, SpecError
 from flows.spec.cluster import Cluster
 from flows.spec.launch import render_all
 from flows.spec.load import load_model
@@ -94,10 +94,32 @@ def test_the_launchers_start_and_stop_commands_run_the_ranks(
     assert runtime.status(worker).running
     assert runtime.status(head).running
     assert not runtime.status(head).detail  # the container's state, not the launcher's
+    runtime.settle([worker, head])  # the launcher succeeded: the boot may end
 
     ended = [runtime.stop(head), runtime.stop(worker)]
     assert [e.running for e in ended] == [False, False]
     assert (checkout / "stops").read_text() == "stop\n", "the stop command runs once"
+
+
+def test_settling_waits_for_the_launcher_past_its_api_wait_and_fails_with_its_words(
+    tmp_path: Path, release: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recipe's launcher still arms the steady guards and removes the containers it replaced
+    after the API answers: the boot must end after it, and fail when that part fails."""
+    after_ready = "touch started; sleep 1; echo armed > guards; echo 'no steady guard' >&2; exit 1"
+    cluster = operator_cluster(tmp_path, after_ready)
+    checkout = tmp_path / "checkout"
+    monkeypatch.setattr(docker_ranks, "connect", lambda endpoint: Daemon(checkout))
+    runtime = runtime_for(cluster, {n.name: LocalTransport(n.name) for n in cluster.nodes})
+    assert isinstance(runtime, OperatorRanks)
+    runtime._release = release
+    plans = render_all(cluster, release)
+    handles = [runtime.start(p) for p in sorted(plans, key=lambda p: p.head)]
+    runtime.settle([h for h in handles if not h.head])  # no head: its command is not waited for
+    assert not (checkout / "guards").exists()
+    with pytest.raises(BootError, match="exited 1: no steady guard"):
+        runtime.settle(handles)
+    assert (checkout / "guards").read_text() == "armed\n"  # it waited for the whole command
 
 
 def test_a_refused_start_ends_every_rank_with_the_launchers_own_words(
