@@ -13,7 +13,8 @@ the release tests, preflight facts) is the docker runtime's, which this class ex
 launcher starts every node at once: `start` of a worker only records its handle, `start` of the
 head runs the start command in the background, and until it ends a node without its container
 counts as starting. Once the head answers, `settle` waits for the start command to end and
-fails the boot unless it succeeded: the recipe's launcher still arms the steady memory guards
+fails the boot unless it succeeded and every rank runs the release's image (the launcher serves
+what its checkout names): the recipe's launcher still arms the steady memory guards
 and removes the containers it replaced after its API wait, and a boot that ended first (a
 `sparkgate cluster start` closing its SSH session) would cut that short. The first `stop` runs
 the stop command, which stops every node; the stopped containers are the operator's and are
@@ -71,6 +72,25 @@ def outcome(result: CommandResult | None, running: bool) -> RankStatus | None:
         exit_code=result.rc,
         detail=f"the operator's start command `{shlex.join(result.argv)}` exited {result.rc}: "
         f"{tail}",
+    )
+
+
+def image_mismatch(container: Mapping[str, Any] | None, wanted_id: str, wanted: str) -> str | None:
+    """Why the launcher's container does not run the release's image (pure); None if it does.
+
+    The launcher serves the image its checkout names, whatever release sparkgate asked for: an
+    arm measured on another image would be reported as this release's.
+    """
+    if container is None:
+        return "the operator's start command succeeded but its container is not there"
+    running = str(container.get("Image", ""))
+    if running == wanted_id:
+        return None
+    name = container.get("Config", {}).get("Image", "?")
+    return (
+        f"the operator's launcher runs {name} ({running[:19]}), not this release's {wanted} "
+        f"({wanted_id[:19]}): it serves what its checkout names, so check out the release's "
+        "commit there first"
     )
 
 
@@ -135,6 +155,14 @@ class OperatorRanks(DockerRanks):
         failed = outcome(self._start_result, running=False)
         if failed is not None:
             raise BootError(f"node {head}: {failed.detail}")
+        for handle in handles:
+            if self._image is not None:
+                client = self._client_of(handle)
+                wanted = str(client.api.inspect_image(self._image)["Id"])
+                found = inspect_document(client, str(handle.container))
+                problem = image_mismatch(found, wanted, self._image)
+                if problem is not None:
+                    raise BootError(f"node {handle.node}: {problem}")
 
     def inspect(self, handle: RankHandle) -> dict[str, Any]:
         """The docker runtime's evidence plus what the operator's status command says."""

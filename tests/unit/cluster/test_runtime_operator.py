@@ -30,9 +30,12 @@ ROOT = Path(__file__).resolve().parents[3]
 class Daemon:
     """A node daemon whose container exists once the launcher wrote `started`."""
 
-    def __init__(self, checkout: Path, production: bool = False) -> None:
+    def __init__(self, checkout: Path, production: bool = False, serves: str = "sha256:r1") -> None:
         self.api = self
-        self.checkout, self.production = checkout, production
+        self.checkout, self.production, self.serves = checkout, production, serves
+
+    def inspect_image(self, reference: str) -> dict[str, Any]:
+        return {"Id": {"r1:tag": "sha256:r1"}[reference]}
 
     def inspect_container(self, name: str) -> dict[str, Any]:
         if not (self.checkout / "started").exists():
@@ -41,7 +44,8 @@ class Daemon:
             raise NotFound("no such container")
         running = not (self.checkout / "stopped").exists()
         state = {"Running": running, "ExitCode": 0 if running else 137}
-        return {"Id": "abc", "Name": f"/{name}", "State": state}
+        image = {"Image": self.serves, "Config": {"Image": "checkout:tag"}}
+        return {"Id": "abc", "Name": f"/{name}", "State": state, **image}
 
 
 def operator_cluster(tmp_path: Path, start: str) -> Cluster:
@@ -120,6 +124,29 @@ def test_settling_waits_for_the_launcher_past_its_api_wait_and_fails_with_its_wo
     with pytest.raises(BootError, match="exited 1: no steady guard"):
         runtime.settle(handles)
     assert (checkout / "guards").read_text() == "armed\n"  # it waited for the whole command
+
+
+def test_a_launcher_serving_another_image_than_the_releases_fails_the_boot(
+    tmp_path: Path, release: Release, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher serves what its checkout names: an arm of r1 that ran another image would be
+    measured and reported as r1's."""
+    cluster = operator_cluster(tmp_path, "touch started")
+    checkout = tmp_path / "checkout"
+    for serves, fails in (("sha256:r1", False), ("sha256:r2", True)):
+        monkeypatch.setattr(
+            docker_ranks, "connect", lambda _e, s=serves: Daemon(checkout, serves=s)
+        )
+        runtime = runtime_for(cluster, {n.name: LocalTransport(n.name) for n in cluster.nodes})
+        assert isinstance(runtime, OperatorRanks)
+        runtime._release, runtime._image = release, "r1:tag"
+        handles = started(runtime, cluster, release)
+        if not fails:
+            runtime.settle(handles)
+            continue
+        with pytest.raises(BootError, match=r"runs checkout:tag \(sha256:r2\), not this release's "
+                           r"r1:tag \(sha256:r1\): it serves what its checkout names"):  # fmt: skip
+            runtime.settle(handles)
 
 
 def test_a_refused_start_ends_every_rank_with_the_launchers_own_words(
