@@ -48,15 +48,16 @@ SHIMS = ROOT / ".sparkgate" / "recipe-double" / "bin"
 RUNC = SHIMS.parent / "runc"
 # The Sparks' nvidia-smi, cat and grep (spark_host) that the example clusters' probes read.
 PROBES = SHIMS.parent / "probes"
-# Its names and subnet; a second checkout runs its own beside this one's with
-# SPARKGATE_RECIPE_LAB=PREFIX,SUBNET (e.g. "sg-q,198.18.14.0/24").
+# Its names, subnet and folder; a second run (another checkout's, or this one's) has its own
+# beside this one with SPARKGATE_RECIPE_LAB=PREFIX,SUBNET (e.g. "sg-q,198.18.14.0/24").
 _LAB = os.environ.get("SPARKGATE_RECIPE_LAB", "sg-r,198.18.13.0/24")
 _LAB_NAME, _, _LAB_SUBNET = _LAB.partition(",")
 PLAN = LabPlan(
     prefix=_LAB_NAME, nodes=3, subnet=ipaddress.IPv4Network(_LAB_SUBNET), docker=True,
     session_path=(str(PROBES / "bin"), str(SHIMS)),
 )  # fmt: skip
-LAB_DIR = ROOT / ".sparkgate" / "test-lab-rd"  # short: unix socket paths are limited
+# short: unix socket paths are limited
+LAB_DIR = ROOT / ".sparkgate" / ("test-lab-rd" if _LAB_NAME == "sg-r" else f"test-lab-{_LAB_NAME}")
 R6X = "vllm-ds41f-kkref:19f2c20ed4d6-r6x"
 R6Y = "vllm-ds41f-kkref:19f2c20ed4d6-r6y"
 SNAPSHOT = (
