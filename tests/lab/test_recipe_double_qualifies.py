@@ -1,22 +1,26 @@
-# PARKED, not collected (the name does not start with test_): issue 26's end-to-end run on the
-# recipe double. It does not pass: the thread's suites exceed the double's 16K context, so r6y
-# stops at its benchmark ("workload release-tp3:prefill needs 1000001 tokens per request; the
-# served context is 16384") after r6x qualified and was promoted (docs/docker-and-lab.md, the
-# recipe double). Run it by its path; move it back to
-# tests/lab/test_recipe_double_qualifies.py once it passes.
 """`examples/spark-ds41f` r6x then r6y on the recipe double's triangle, promoted and rolled back.
 
-The example files as they are, copied into a private project, plus two overlays that change only
-addresses, users and paths: the triangle's cluster (the lab's addresses, SSH user and keys, its
-daemons, and every `/home/swank` and `/dev` path moved under the double's root) and r6y's build
-`cwd` (the double's checkout). The operator built r6x earlier with the checkout's own command; r6x
-adopts that tag, r6y runs `bin/spark build prepare && bin/spark build image --apply` at the next
-commit. Both qualify with the real CLI, r6x is promoted, r6y is promoted with `--deploy` (its
-recorded image on all three nodes) and rolled back to r6x.
+Issue 26 deliverable 3. The example files as they are, copied into a private project, plus two
+overlays that change only addresses, users and paths: the triangle's cluster (the lab's
+addresses, SSH user and keys, its daemons, and every `/home/swank` and `/dev` path moved under
+the double's root) and r6y's build `cwd` (the double's checkout). One thing is the double's own:
+the suites the releases name (`release-tp3`, `single-stream`) run at the double's sizes and
+tolerance (`double.at_double_size`: the thread's 1M-token prefill cannot run on a CPU engine;
+kinds, names, stream counts, rates and samples stay the thread's).
+
+The operator built r6x earlier with the checkout's own command. Before anything is qualified,
+the recipe's stopped production container sits on the head under the ranks' name: a boot refuses
+it and leaves it there (item 11). r6x adopts its tag and qualifies; r6y runs `bin/spark build
+prepare && bin/spark build image --apply` at the next commit and qualifies against r6x (the
+benchmark's A/B/A arms on the double); the operator example's triangle, another cluster on the
+same head, then adopts r6y's image instead of running the build again, which the checkout would
+refuse (item 7). r6x is promoted, r6y is promoted with `--deploy` (its recorded image on all
+three nodes) and rolled back to r6x.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -53,6 +57,7 @@ __all__ = ["base_image", "cluster", "docker_lab"]  # the module fixtures this te
 
 EXAMPLE = "examples/spark-ds41f"
 DOUBLE_TOLERANCE = 0.2
+CONTAINER = "dsv41-karmic-kraken"  # the example clusters' container_name, the recipe's
 
 
 @pytest.fixture
@@ -127,6 +132,25 @@ def _tests_tree(classification: Path) -> list[str]:
     return sorted(load_model(classification, ReleaseTests).files)
 
 
+def _refuses_the_production_container(
+    env: dict[str, str], project: Path, release: str, lab: Cluster, cluster_file: str
+) -> None:
+    """The recipe's stopped production container has the ranks' name on the head: a boot stops
+    on it, names it, and leaves it where it is (issue 26 item 11)."""
+    head = docker.DockerClient(base_url=str(lab.head.overrides.docker_daemon))
+    try:
+        production = head.containers.create(R6X, ["/models"], name=CONTAINER)
+        refused = _sparkgate(env, project, "cluster", "start", release, "-c", cluster_file)
+        assert refused.returncode == 1, _said(refused)
+        said = " ".join(_said(refused).split())  # unwrapped
+        refusal = f"node {lab.head.name} rank 0: container {CONTAINER} exists and was not created"
+        assert f"{refusal} by sparkgate" in said, said
+        assert head.containers.get(production.id).status == "created"  # left alone
+        production.remove()
+    finally:
+        head.close()
+
+
 def _running_images(cluster: Cluster) -> list[str]:
     images = []
     for node in cluster.nodes:
@@ -169,8 +193,9 @@ def test_r6x_then_r6y_qualify_on_the_double_then_promote_deploys_and_rolls_back(
             )  # fmt: skip
             assert built.rc == 0, built.stdout + built.stderr[-3000:]
         double.next_release(checkout, R6Y)
-
         r6x = str(project / EXAMPLE / "releases" / "r6x.yaml")
+        _refuses_the_production_container(env, project, r6x, lab, c)
+
         done = _sparkgate(env, project, "qualify", r6x, "-c", c, "--no-wait")
         assert done.returncode == 0, _said(done)
         done = _sparkgate(env, project, "promote", r6x, "-c", c, "--by", "lab")
@@ -181,6 +206,17 @@ def test_r6x_then_r6y_qualify_on_the_double_then_promote_deploys_and_rolls_back(
         record = latest_record(project / "experiments", "r6y")
         assert record is not None
         assert record.documents["build.json"]["origin"] == "command"
+        # Another cluster on the same head (the operator example's) adopts r6y's image: the
+        # checkout's build would refuse its existing tag.
+        operator = double.write_lab_cluster(
+            project / EXAMPLE / "clusters" / "tp3-triangle-operator.yaml",
+            yaml.safe_load(Path(str(docker_lab.cluster_file)).read_text()), root,
+            {name: str(path) for name, path in workdirs.items()},
+            project / EXAMPLE / "clusters" / "lab-triangle-operator.yaml",
+        )  # fmt: skip
+        done = _sparkgate(env, project, "image", "build", str(r6y), "-c", str(operator), "--json")
+        assert done.returncode == 0, _said(done)
+        assert json.loads(done.stdout)["built"]["image_id"] == record.build_digest
 
         done = _sparkgate(env, project, "promote", str(r6y), "--deploy", "-c", c, "--by", "lab")
         assert done.returncode == 0, _said(done)
