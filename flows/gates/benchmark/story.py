@@ -182,7 +182,8 @@ def bench_headline(summary: BenchmarkSummary) -> str:
     deciding = headline_changes(summary, 1)
     if deciding:
         failing = any(point.verdict in _FIRST for point in gated)
-        text += f"; {'decided by' if failing else 'largest'} {deciding[0].replace(':', '', 1)}"
+        # the row without the colon after its metric; a combined suite's point keeps its own
+        text += f"; {'decided by' if failing else 'largest'} {deciding[0].replace(': ', ' ', 1)}"
     return text + tail
 
 

@@ -55,6 +55,13 @@ def test_a_failing_gated_row_decides_the_headline_before_a_larger_change() -> No
     )
 
 
+def test_a_combined_suites_point_keeps_its_suite_in_the_headline() -> None:
+    summary = BenchmarkSummary(points=[_row("single-stream:single/c1", -15.1, "level")])
+    assert bench_headline(summary) == (
+        "1 gated at 3%: 1 level; largest single-stream:single/c1 tps -15.1% [-17.1, -13.1] level"
+    )
+
+
 def test_rows_say_whether_they_gate() -> None:
     summary = BenchmarkSummary(
         points=[_row("decode/c1", 5.0, "faster"), _row("x", 1.0, "level", gated=False)]
