@@ -204,8 +204,9 @@ def test_the_doubles_suites_change_only_sizes_and_the_clusters_tolerance(name: s
         with pytest.raises(BenchError, match="prefill needs 1000001 tokens per request"):
             check_context(thread, DOUBLE_CONTEXT)
     assert resized.name == thread.name  # the releases name it, as on the Sparks
-    kept = resized.model_dump(mode="json", exclude={"description"})
-    original = thread.model_dump(mode="json", exclude={"description"})
+    assert resized.client.processes == 1
+    kept = resized.model_dump(mode="json", exclude={"description", "client"})
+    original = thread.model_dump(mode="json", exclude={"description", "client"})
     for mine, theirs in zip(kept["workloads"], original["workloads"], strict=True):
         gate = mine.pop("gate")
         if theirs.pop("gate") is False:

@@ -306,7 +306,7 @@ def at_double_size(suite: dict[str, Any], tolerance: float) -> dict[str, Any]:
 
     Sizes only (`DOUBLE_SIZES`), plus what is the cluster's in sparkgate's design: the
     tolerance its A/A noise resolves (every workload's points that gate, at `tolerance`), in
-    place of the recipe's 3 % measured by servebench on Sparks.
+    place of the recipe's 3 % measured by servebench on Sparks, and one client process.
     """
     workloads = []
     for workload in suite["workloads"]:
@@ -324,4 +324,8 @@ def at_double_size(suite: dict[str, Any], tolerance: float) -> dict[str, Any]:
             resized["gate"] = {"tolerance": tolerance}
         workloads.append(resized)
     description = f"{suite.get('description', suite['name'])}, at the recipe double's sizes"
-    return {**suite, "description": description, "workloads": workloads}
+    # One client process: sparkgate's client sizing (not the thread's) is for 16 streams of
+    # 2,048-token prompts; a sharded batch waits 2 s for its processes, longer than a double's
+    # whole sample.
+    client = {**suite.get("client", {}), "processes": 1}
+    return {**suite, "description": description, "client": client, "workloads": workloads}
