@@ -61,6 +61,19 @@ def test_every_rank_container_keeps_the_display_device_beside_the_cluster_mounts
         assert options["device_cgroup_rules"] == ["c 226:* rw"]
 
 
+def test_a_cluster_creating_ranks_sparkgates_way_keeps_the_display_device_too(
+    triangle: Cluster, r6x: Release
+) -> None:
+    """Issue 26 item 2 where it bites: with `create_as: sparkgate` the cluster's mounts are
+    `mounts`, like the run arguments' `--mount`, and a plain merge replaced the display's."""
+    runtime = triangle.runtime.model_copy(update={"create_as": "sparkgate"})
+    ours = triangle.model_copy(update={"runtime": runtime})
+    for rank in range(3):
+        targets = [mount["Target"] for mount in final_options(ours, r6x, rank)["mounts"]]
+        assert DISPLAY in targets, f"rank {rank}: the display device was dropped"
+        assert {"/models", "/blobs", "/cache"} <= set(targets)
+
+
 class FakeApi:
     """One container named `name` with the given labels and state; records removals."""
 
