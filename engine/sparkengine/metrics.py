@@ -35,9 +35,7 @@ class Metrics:
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.compiles_after_freeze = 0
-        self._bucket_counts = [0] * len(STEP_BUCKETS)
-        self._step_count = 0
-        self._step_sum = 0.0
+        self.steps = Histogram(STEP_BUCKETS)  # one observation per step, its wall time
         self._step_cpu_sum = 0.0
         # one observation per request given a token after its first, at vLLM's ITL buckets
         self.itl = Histogram(ITL_BUCKETS)
@@ -47,11 +45,7 @@ class Metrics:
         `decoded` requests it gave a token after their first waited `seconds` for it."""
         with self._lock:
             self._step_cpu_sum += cpu_seconds
-            index = bisect.bisect_left(STEP_BUCKETS, seconds)
-            if index < len(STEP_BUCKETS):
-                self._bucket_counts[index] += 1
-            self._step_count += 1
-            self._step_sum += seconds
+            self.steps.observe(seconds)
             self.itl.observe(seconds, decoded)
 
     def render(self) -> str:
@@ -101,19 +95,13 @@ class Metrics:
             )
             name = "sparkengine_step_seconds"
             lines += [f"# HELP {name} Duration of one engine step.", f"# TYPE {name} histogram"]
-            cumulative = 0
-            for bound, count in zip(STEP_BUCKETS, self._bucket_counts, strict=True):
-                cumulative += count
-                lines.append(f'{name}_bucket{{le="{bound}"}} {cumulative}')
-            lines.append(f'{name}_bucket{{le="+Inf"}} {self._step_count}')
-            lines.append(f"{name}_sum {self._step_sum}")
-            lines.append(f"{name}_count {self._step_count}")
+            lines += self.steps.lines(name)
             name = "sparkengine_step_cpu_seconds"
             lines += [
                 f"# HELP {name} CPU time of rank 0's engine thread in steps.",
                 f"# TYPE {name} summary",
                 f"{name}_sum {self._step_cpu_sum}",
-                f"{name}_count {self._step_count}",
+                f"{name}_count {self.steps.count}",
             ]
         return "\n".join(lines) + "\n"
 
@@ -137,15 +125,12 @@ class Histogram:
         self.sum += value * times
         self.count += times
 
-    def lines(self, name: str, labels: str) -> list[str]:
-        """The `_bucket`, `_sum` and `_count` samples, `labels` inside every brace."""
-        out, cumulative = [], 0
+    def lines(self, name: str, labels: str = "") -> list[str]:
+        """The `_bucket`, `_sum` and `_count` samples, `labels` (if any) inside every brace."""
+        out, cumulative, first = [], 0, f"{labels}," if labels else ""
         for bound, count in zip(self.buckets, self.counts, strict=True):
             cumulative += count
-            out.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}')
-        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
-        return [
-            *out,
-            f"{name}_sum{{{labels}}} {self.sum}",
-            f"{name}_count{{{labels}}} {self.count}",
-        ]
+            out.append(f'{name}_bucket{{{first}le="{bound}"}} {cumulative}')
+        out.append(f'{name}_bucket{{{first}le="+Inf"}} {self.count}')
+        braced = f"{{{labels}}}" if labels else ""
+        return [*out, f"{name}_sum{braced} {self.sum}", f"{name}_count{braced} {self.count}"]
