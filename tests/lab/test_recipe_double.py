@@ -8,7 +8,9 @@ a rank with the display carve-out on and no display device refuses to start with
 0021's error; with the device, a one-rank boot of the image serves the model bind-mounted from an
 HF-cache snapshot path, logs lines the vllm-recipe profile reads as its phases, and leaves its
 caches owned by root. A container with the recipe's `--ulimit=memlock=-1:-1` starts on the lab's
-daemons, whose `runc` (the double's) lowers the ask to this machine's limit and logs it.
+daemons, whose `runc` (the double's) lowers the ask to this machine's limit and logs it. With the
+recipe's own SSH user, `swank` and not root, a cold boot's cache emptying removes the caches that
+the image's root user wrote, which that user's `rm -rf` cannot (issue 26 item 5).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import pwd
 import re
 import resource
 import shutil
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -27,9 +31,11 @@ from pathlib import Path
 import docker
 import pytest
 
+from flows.cluster.boot.caches import CacheTarget
 from flows.cluster.boot.timeline import LogReader
 from flows.cluster.build.release_image import build_for
 from flows.cluster.lab.hosts import LabPlan, LabState
+from flows.cluster.runtime.factory import runtime_for
 from flows.cluster.runtime.run_args import run_arg_options
 from flows.cluster.transport.factory import TransportPool
 from flows.spec.cluster import Cluster, DockerRuntime
@@ -69,6 +75,7 @@ IMAGE_LINE = re.compile(r"^built (\S+) sha256:[0-9a-f]+ in ", re.MULTILINE)
 PROFILE = ROOT / "config" / "engines" / "vllm-recipe.yaml"
 TRIANGLE = ROOT / "examples" / "spark-ds41f" / "clusters" / "tp3-triangle.yaml"
 UNLIMITED = 2**64 - 1  # -1 as docker writes it in the bundle (uint64)
+OPERATOR_USER = "swank"  # the recipe's SSH user (its paths are under /home/swank)
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +277,73 @@ def test_a_container_with_the_recipes_unlimited_memlock_runs_and_the_lowering_is
             "given": {"soft": hard, "hard": hard},
         }
     ]
+
+
+@pytest.fixture
+def operator_user(docker_lab: LabState) -> Iterator[Path]:
+    """The recipe's SSH user on the lab's hosts: `swank`, not root, logging in with the lab's key.
+
+    The hosts share this machine's users, so `swank` is made here when missing (and removed
+    after). sshd reads the lab's authorized_keys as the user who logs in, so the lab folder is
+    traversable for the test's length. Yields a folder the user owns, as its home on a Spark.
+    """
+    made = subprocess.run(["id", OPERATOR_USER], capture_output=True, check=False).returncode != 0
+    home = Path(docker_lab.lab_dir) / OPERATOR_USER
+    if made:  # a password of "*", not "!": sshd without PAM refuses a locked account
+        subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell",
+                        "/bin/sh", "--password", "*", OPERATOR_USER], check=True)  # fmt: skip
+    user = pwd.getpwnam(OPERATOR_USER)
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir()
+    os.chown(home, user.pw_uid, user.pw_gid)
+    lab_dir = Path(docker_lab.lab_dir)
+    lab_dir.chmod(0o711)
+    try:
+        yield home
+    finally:
+        lab_dir.chmod(0o700)
+        shutil.rmtree(home, ignore_errors=True)
+        if made:
+            subprocess.run(["userdel", OPERATOR_USER], check=True)
+
+
+def test_cold_boots_empty_the_caches_root_wrote_when_the_ssh_user_is_not_root(
+    cluster: Cluster, base_image: str, operator_user: Path
+) -> None:
+    """Issue 26 item 5: the image's root user writes the caches under the SSH user's folder; the
+    SSH user cannot remove them, and the docker runtime empties them as root in the image."""
+    as_operator = cluster.model_copy(
+        update={"transport": cluster.transport.model_copy(update={"user": OPERATOR_USER})}
+    )
+    caches = operator_user / "cache"
+    caches.mkdir()
+    os.chown(caches, operator_user.stat().st_uid, operator_user.stat().st_gid)
+    kinds = ("vllm", "triton")
+    write = " && ".join(f"mkdir -p /c/{k}/k && echo jit > /c/{k}/k/{k}.so" for k in kinds)
+    head = _daemon(cluster, 0)
+    try:
+        head.containers.run(
+            base_image, ["-c", write], entrypoint=["sh"], user="0", remove=True,
+            mounts=[docker.types.Mount("/c", str(caches), type="bind")],
+        )  # fmt: skip
+    finally:
+        head.close()
+    written = [p for p in caches.rglob("*") if p.is_file()]
+    assert len(written) == len(kinds)
+    assert {p.stat().st_uid for p in written} == {0}
+    node = cluster.head.name
+    targets = [CacheTarget(node=node, rank=0, kind=k, path=str(caches / k)) for k in kinds]
+    with TransportPool(as_operator) as pool:
+        ssh = pool.node(node)
+        assert ssh.run(["id", "-un"], check=True).stdout.split() == [OPERATOR_USER]
+        own = ssh.run(["rm", "-rf", "--", targets[0].path])
+        assert own.rc != 0
+        assert "Permission denied" in own.stderr  # why the runtime does not empty them as swank
+        runtime = runtime_for(as_operator, {node: ssh}, image=base_image)
+        runtime.empty_caches(targets)
+    for target in targets:
+        assert Path(target.path).is_dir()
+        assert not any(Path(target.path).iterdir()), target.path
 
 
 def _wait_for_models(
