@@ -15,7 +15,9 @@ prepare && bin/spark build image --apply` at the next commit and qualifies again
 benchmark's A/B/A arms on the double, after the walkthrough's calibration of r6x); the operator
 example's triangle, another cluster on the same head, then boots r6y with the checkout's own
 launcher (deliverable 4), adopting r6y's image instead of running the build again, which the
-checkout would refuse (item 7). r6x is promoted, r6y is promoted with `--deploy` (its recorded
+checkout would refuse (item 7); and a copy of the triangle that creates its ranks sparkgate's way
+(`create_as: sparkgate`) boots r6y with the display device the double's workers need (item 2).
+r6x is promoted, r6y is promoted with `--deploy` (its recorded
 image on all three nodes) and rolled back to r6x.
 """
 
@@ -32,6 +34,7 @@ import pytest
 import yaml
 
 from flows.cluster.lab.hosts import LabState
+from flows.cluster.runtime.containers import LABEL
 from flows.cluster.transport.factory import TransportPool
 from flows.record.model import Record
 from flows.record.reader import latest_record
@@ -63,6 +66,7 @@ EXAMPLE = "examples/spark-ds41f"
 # nine times in ten (Dec 7); at 20 % r6y ended inconclusive after 7 arms. 75 % keeps CI green.
 DOUBLE_TOLERANCE = 0.75
 CONTAINER = "dsv41-karmic-kraken"  # the example clusters' container_name, the recipe's
+DISPLAY = "/dev/dri/card0"  # the target of the example's display `--mount` (run_args)
 
 
 @pytest.fixture
@@ -108,12 +112,10 @@ def _write_overlays(project: Path, lab: LabState, root: Path) -> tuple[Path, Pat
     example = load_model(example_file, Cluster)
     assert lab.cluster_file is not None
     lab_document = yaml.safe_load(Path(lab.cluster_file).read_text())
-    changes = double.lab_overlay(
-        example.model_dump(mode="json"), lab_document, root, _workdirs(root, example)
-    )
-    cluster_file = example_file.with_name("lab-triangle.yaml")
-    cluster_file.write_text(yaml.safe_dump({"kind": "cluster", "extends": "tp3-triangle.yaml",
-                                            "set": changes}, sort_keys=False))  # fmt: skip
+    cluster_file = double.write_lab_cluster(
+        example_file, lab_document, root, _workdirs(root, example),
+        example_file.with_name("lab-triangle.yaml"),
+    )  # fmt: skip
     head = _workdirs(root, example)[example.head.name]
     r6y = project / EXAMPLE / "releases" / "lab" / "r6y.yaml"  # a release's file is its name
     r6y.parent.mkdir()
@@ -176,6 +178,32 @@ def _the_operator_triangle_serves_it(
              "--remove"], cwd=lab.head.workdir, timeout=300,
         )  # fmt: skip
         assert removed.rc == 0, removed.stdout + removed.stderr
+
+
+def _sparkgates_containers_keep_the_display_device(
+    env: dict[str, str], project: Path, release: str, lab: Cluster, cluster_file: Path
+) -> None:
+    """The triangle with `create_as: sparkgate` (argv[0] as the entrypoint, sparkgate's folders
+    mounted) boots the release too: each rank container keeps the run arguments' display
+    `--mount`, without which the double's workers refuse to start (issue 26 item 2: the cluster's
+    mounts used to replace it)."""
+    sparkgates = cluster_file.with_name("lab-triangle-sparkgate.yaml")
+    overlay = {"runtime": {"create_as": "sparkgate"}}
+    sparkgates.write_text(
+        yaml.safe_dump({"kind": "cluster", "extends": cluster_file.name, "set": overlay})
+    )
+    started = _sparkgate(env, project, "cluster", "start", release, "-c", str(sparkgates))
+    assert started.returncode == 0, _said(started)
+    for node in lab.nodes:
+        client = docker.DockerClient(base_url=str(node.overrides.docker_daemon))
+        try:
+            container = client.containers.get(CONTAINER)
+            assert LABEL in container.labels, node.name  # created sparkgate's way
+            assert DISPLAY in {m["Destination"] for m in container.attrs["Mounts"]}, node.name
+        finally:
+            client.close()
+    stopped = _sparkgate(env, project, "cluster", "stop", "-c", str(sparkgates))
+    assert stopped.returncode == 0, _said(stopped)
 
 
 def _running_images(cluster: Cluster) -> list[str]:
@@ -247,6 +275,7 @@ def test_r6x_then_r6y_qualify_on_the_double_then_promote_deploys_and_rolls_back(
         assert record is not None
         assert record.documents["build.json"]["origin"] == "command"
         _the_operator_triangle_serves_it(env, project, str(r6y), lab, operator_file, record)
+        _sparkgates_containers_keep_the_display_device(env, project, str(r6y), lab, cluster_file)
 
         done = _sparkgate(env, project, "promote", str(r6y), "--deploy", "-c", c, "--by", "lab")
         assert done.returncode == 0, _said(done)
