@@ -20,7 +20,7 @@ from flows.secrets import Secrets
 from flows.spec.cluster import Cluster
 from flows.spec.kinds import load_spec
 from flows.spec.launch import LaunchPlan, render_all, spec_secrets
-from flows.spec.load import load_document, load_model
+from flows.spec.load import load_model, located
 from flows.spec.release import Release
 from flows.ui.console import err_console, out_console
 
@@ -107,7 +107,7 @@ def render(
     try:
         plans = render_all(cluster_spec, release_spec)
     except SpecError as error:
-        raise _in_release(error, release) from None
+        raise located(error, release) from None
     secrets = None if show_secrets else spec_secrets(cluster_spec, release_spec)
     if secrets is not None:
         plans = [plan.redacted(secrets) for plan in plans]
@@ -125,18 +125,6 @@ def render(
         out_console.print_json(json.dumps(document))
         return
     _show(release_spec, cluster_spec, plans, secrets)
-
-
-def _in_release(error: SpecError, release: Path) -> SpecError:
-    """Point a render error at the release line that set the key, when the release has it."""
-    if error.file is not None:
-        return error
-    loc = tuple(error.key.split("."))
-    origin = load_document(release).origin_of(loc)
-    line = origin.line if error.key.startswith("engine.options.") else None
-    return SpecError(
-        error.message, file=origin.file, line=line, key=error.key, expected=error.expected
-    )
 
 
 def _dump(data: dict[str, object], secrets: Secrets | None) -> object:

@@ -87,6 +87,29 @@ def load_model(path: Path | str, model: type[M]) -> M:
     return validate_document(document, model)
 
 
+def located(error: SpecError, *files: Path | str) -> SpecError:
+    """An error raised after loading, which knows only its key (a model's property, a build, a
+    render), pointed at the first of `files` that sets the key's first part (else the first
+    file), at the line that set the key when that file sets it, as the loader's own errors are.
+
+    An error that already names its file, or one with no file to point at, stays as it is.
+    """
+    if error.file is not None or not files:
+        return error
+    loc: Loc = tuple(int(part) if part.isdigit() else part for part in error.key.split(".") if part)
+    documents = (load_document(file) for file in files)
+    document = next((d for d in documents if loc[:1] in d.origins), None)
+    document = document or load_document(files[0])
+    exact = document.origins.get(loc) if loc else None
+    return SpecError(
+        error.message,
+        file=document.origin_of(loc).file,
+        line=exact.line if exact is not None else None,
+        key=error.key,
+        expected=error.expected,
+    )
+
+
 def validate_document(document: Document, model: type[M]) -> M:
     """Validate merged data as `model`, make its SpecPath fields absolute and confine them."""
     instance = _validate(document, require_mapping(document), model)

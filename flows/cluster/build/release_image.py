@@ -5,11 +5,11 @@ wheelhouse (pip download on the host, cached), the image built from the engine's
 build node (`source_image.py`), streamed to every other node, the same image ID verified
 everywhere. The docker runtime calls `build_for` in the build stage and `distribute_for` in the
 distribute stage (where the process runtime builds a wheel and installs a virtual environment);
-`sparkgate image build` runs both (`build_and_distribute`). The tag is content-addressed
-(`<name>:<source12>-<release>`) and never moved, so a second boot of the same release reuses the
-image on every node; a node that ends up with another image ID stops the boot. Images sparkgate
-does not build from source are `adopted_image.py`'s and `dockerfile.py`'s; they are
-distributed by `distribute_for` too.
+`sparkgate image build` has the runtime run both and shows an `InstalledImage`. The tag is
+content-addressed (`<name>:<source12>-<release>`) and never moved, so a second boot of the same
+release reuses the image on every node; a node that ends up with another image ID stops the
+boot. Images sparkgate does not build from source are `adopted_image.py`'s and `dockerfile.py`'s;
+they are distributed by `distribute_for` too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import platform
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,7 +30,7 @@ from flows.cluster.transport.docker_client import DockerEndpoint, connect
 from flows.cluster.transport.factory import docker_ssh
 from flows.errors import BuildError, SpecError
 from flows.lines import LineSink, silent
-from flows.spec.build import CONTROLLER
+from flows.spec.build import CONTROLLER, BuildKind
 from flows.spec.cluster import Cluster, DockerRuntime
 from flows.spec.launch import placeholder_values
 from flows.spec.release import Release
@@ -47,7 +46,7 @@ class ImageBuild(BaseModel):
     base_image: str
     lock_digest: str
     seconds: dict[str, float]
-    origin: Literal["source", "image", "command", "dockerfile"] = "source"
+    origin: BuildKind = "source"
     built_on: str | None = None  # the node whose daemon holds it (None: the head; or controller)
 
     @property
@@ -80,6 +79,21 @@ class ReleaseImage(BaseModel):
     lock_digest: str
     nodes: tuple[NodeImage, ...]
     seconds: dict[str, float]
+
+
+class InstalledImage(ReleaseImage):
+    """What `sparkgate image build` made of a release on a cluster, whatever its build kind:
+    the image (built from source, adopted, or made by the operator's command) and every node's
+    verified copy. Empty `base_image` and `lock_digest` for an image sparkgate did not build
+    from source."""
+
+    release: str
+    cluster: str
+    runtime: str
+    origin: BuildKind
+    verb: str
+    built_on: str | None
+    summary: tuple[str, ...]
 
 
 def docker_endpoints(cluster: Cluster, release: Release) -> list[DockerEndpoint]:
@@ -197,22 +211,6 @@ def distribute_built(
             f"{build.built.tag}: image ID differs from {build.built.image_id} on {', '.join(wrong)}"
         )
     return nodes
-
-
-def build_and_distribute(
-    cluster: Cluster, release: Release, state: Path, progress: ImageProgress | None = None
-) -> ReleaseImage:
-    """Both stages at once (`sparkgate image build`): the image and every node's copy."""
-    build = build_for(cluster, release, state, progress)
-    started = time.monotonic()
-    nodes = distribute_for(cluster, release, build, progress)
-    return ReleaseImage(
-        built=build.built,
-        base_image=build.base_image,
-        lock_digest=build.lock_digest,
-        nodes=tuple(nodes),
-        seconds={**build.seconds, "distribute": time.monotonic() - started},
-    )
 
 
 def _check_architecture(build_node: DockerEndpoint, architecture: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cluster.boot.caches import CacheTarget
+from flows.cluster.build.distribute import NodeImage
 from flows.cluster.build.release_image import ImageBuild
 from flows.cluster.build.wheel import ProcessBuild
 from flows.lines import LineSink
@@ -93,6 +94,9 @@ class NodeInstall(BaseModel):
     node: str
     reused: bool = Field(description="The node already held this build.")
     python: str | None = Field(default=None, description="The build's interpreter (process).")
+    verified: NodeImage | None = Field(
+        default=None, description="The node's image, checked against the build node's (docker)."
+    )
 
 
 class Installed(BaseModel):

@@ -30,7 +30,7 @@ from requests.exceptions import RequestException
 from flows.cluster.boot.caches import CacheTarget, check_path, emptying_script
 from flows.cluster.build.adopted_image import image_for
 from flows.cluster.build.dockerfile import dockerfile_image
-from flows.cluster.build.progress import LineProgress
+from flows.cluster.build.progress import ImageProgress, LineProgress
 from flows.cluster.build.release_image import ImageBuild, build_for, distribute_for
 from flows.cluster.runtime.base import (
     Build,
@@ -179,7 +179,8 @@ class DockerRanks:
     """Ranks as containers on each node's daemon (the `Runtime` of docker clusters).
 
     `release` and `image` are needed to prepare and start ranks; status, logs, stop and inspect
-    work from a handle alone, so `cluster stop` needs neither.
+    work from a handle alone, so `cluster stop` needs neither. `progress` observes the image's
+    build steps and transfers (default: lines to the build's `say`).
     """
 
     kind: RuntimeKind = "docker"
@@ -192,9 +193,11 @@ class DockerRanks:
         release: Release | None = None,
         image: str | None = None,
         state: Path | None = None,
+        progress: ImageProgress | None = None,
     ) -> None:
         self._cluster = cluster
         self._state = state
+        self._progress = progress
         self._transports = dict(transports)
         self._daemons = node_daemons(cluster)
         self._release = release
@@ -217,7 +220,7 @@ class DockerRanks:
             return dockerfile_image(self._cluster, release, say)
         if release.build.makes_image:
             return image_for(self._cluster, release, self._transports, say, self._state)
-        return build_for(self._cluster, release, self._state, LineProgress(say))
+        return build_for(self._cluster, release, self._state, self._progress_to(say))
 
     def install(
         self, build: Build, say: LineSink, *, nodes: Sequence[str] | None = None
@@ -230,7 +233,7 @@ class DockerRanks:
         if not isinstance(build, ImageBuild):
             raise ClusterError(f"the docker runtime installs images, not {type(build).__name__}")
         release = self._need_release()
-        copies = distribute_for(self._cluster, release, build, LineProgress(say), say)
+        copies = distribute_for(self._cluster, release, build, self._progress_to(say), say)
         self._image = build.built.tag
         verb = build.verb
         return Installed(
@@ -238,9 +241,16 @@ class DockerRanks:
             release=release.name,
             digest=build.built.image_id,
             image=build.built.tag,
-            nodes=[NodeInstall(node=c.facts.node, reused=build.built.reused) for c in copies],
+            nodes=[
+                NodeInstall(node=c.facts.node, reused=build.built.reused, verified=c)
+                for c in copies
+            ],
             summary=[f"{build.built.tag} {verb}", f"same image ID on {len(copies)} nodes"],
         )
+
+    def _progress_to(self, say: LineSink) -> ImageProgress:
+        """The observer given to this runtime, else one saying each step and transfer."""
+        return self._progress if self._progress is not None else LineProgress(say)
 
     def empty_caches(self, targets: Sequence[CacheTarget]) -> None:
         """Empty the cache folders as root, in a one-shot container of the release image.

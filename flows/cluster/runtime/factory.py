@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from flows.cluster.build.progress import ImageProgress
 from flows.cluster.runtime.base import Runtime
 from flows.cluster.runtime.process import ProcessRuntime
 from flows.cluster.transport.base import Transport
@@ -26,21 +27,27 @@ def runtime_for(
     *,
     release: Release | None = None,
     image: str | None = None,
+    progress: ImageProgress | None = None,
 ) -> Runtime:
     """The runtime the cluster file asks for.
 
     `state` is where builds are cached (needed to build); `release` and `image` let a docker
-    runtime start ranks without building (`cluster stop|status|logs` need neither).
+    runtime start ranks without building (`cluster stop|status|logs` need neither); `progress`
+    draws a docker runtime's image build and transfers (`sparkgate image build`'s bars).
     """
     if cluster.runtime.kind == "process":
         return ProcessRuntime(transports, cluster=cluster, state=state, release=release)
     if isinstance(cluster.runtime, OperatorRuntime):
         from flows.cluster.runtime.operator import OperatorRanks  # noqa: PLC0415 - docker SDK
 
-        return OperatorRanks(cluster, transports, release=release, image=image, state=state)
+        return OperatorRanks(
+            cluster, transports, release=release, image=image, state=state, progress=progress
+        )
     from flows.cluster.runtime.docker import DockerRanks  # noqa: PLC0415 - docker SDK on demand
 
-    return DockerRanks(cluster, transports, release=release, image=image, state=state)
+    return DockerRanks(
+        cluster, transports, release=release, image=image, state=state, progress=progress
+    )
 
 
 def check_fits(cluster: Cluster, release: Release) -> None:

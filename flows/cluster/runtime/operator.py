@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.cluster.build.progress import ImageProgress
 from flows.cluster.runtime.base import RankHandle, RankStatus, RuntimeKind
 from flows.cluster.runtime.containers import inspect_document
 from flows.cluster.runtime.docker import DockerRanks, docker_spec, rank_status
@@ -107,8 +108,11 @@ class OperatorRanks(DockerRanks):
         release: Release | None = None,
         image: str | None = None,
         state: Path | None = None,
+        progress: ImageProgress | None = None,
     ) -> None:
-        super().__init__(cluster, transports, release=release, image=image, state=state)
+        super().__init__(
+            cluster, transports, release=release, image=image, state=state, progress=progress
+        )
         self._commands = launcher(cluster)
         self._started: threading.Thread | None = None
         self._start_result: CommandResult | None = None

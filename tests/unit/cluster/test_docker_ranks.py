@@ -15,6 +15,8 @@ from docker.errors import DockerException, NotFound
 
 from flows.cluster.boot.session import ClusterSession, load_session, save_session
 from flows.cluster.boot.timeline import BootTimeline
+from flows.cluster.build.distribute import ImageFacts, NodeImage
+from flows.cluster.build.progress import LineProgress, NullProgress
 from flows.cluster.build.release_image import ImageBuild
 from flows.cluster.build.source_image import BuiltImage
 from flows.cluster.build.wheel import ProcessBuild
@@ -276,6 +278,30 @@ def test_the_docker_runtime_installs_images_of_a_given_release(
         DockerRanks(cluster, {}).install(_image_build(), silent)
     with pytest.raises(ClusterError, match="state folder"):
         DockerRanks(cluster, {}).build(release, silent)
+
+
+def test_the_install_draws_with_the_given_progress_and_keeps_each_nodes_verified_image(
+    cluster: Cluster, release: Release, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sparkgate image build` hands the runtime its bars and shows every node's copy."""
+    drawn: list[object] = []
+
+    def distribute_for(*args: Any, **_: Any) -> list[NodeImage]:
+        drawn.append(args[3])
+        return [
+            NodeImage(facts=ImageFacts(node=node.name, image_id="sha256:1", layers=(),
+                                       config_digest="", size=0), match="same-id")
+            for node in cluster.nodes
+        ]  # fmt: skip
+
+    monkeypatch.setattr(docker_ranks, "distribute_for", distribute_for)
+    bars = NullProgress()
+    runtime = runtime_for(cluster, {}, tmp_path, release=release, progress=bars)
+    installed = runtime.install(_image_build(), silent)
+    assert drawn == [bars]
+    assert [n.verified.facts.node for n in installed.nodes if n.verified] == ["local0", "local1"]
+    DockerRanks(cluster, {}, release=release).install(_image_build(), silent)
+    assert isinstance(drawn[1], LineProgress)  # without bars: a line per step
 
 
 def test_release_tests_need_an_installed_image(cluster: Cluster, release: Release) -> None:
