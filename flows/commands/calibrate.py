@@ -46,6 +46,7 @@ def calibrate(  # noqa: PLR0917 - typer maps parameters to options
     verbose: VerboseOption = False,
 ) -> None:
     """Run RELEASE in every arm and add its A/A gaps to the ledger (a calibration record)."""
+    from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
     from flows.pipeline.embedded import launched_backend  # noqa: PLC0415
     from flows.settings import prefect_environment, state_dir  # noqa: PLC0415
     from flows.spec.release import load_release  # noqa: PLC0415
@@ -54,7 +55,9 @@ def calibrate(  # noqa: PLR0917 - typer maps parameters to options
         raise SpecError(f"{arms} arms give no A/A gap", key="--arms", expected="2 or more")
     spec = load_cluster(cluster)
     release_file = release_path(release)
-    settings = load_release(release_file).gates.benchmark
+    chosen = load_release(release_file)
+    check_fits(spec, chosen, release_file, cluster_path(cluster))  # before Prefect starts
+    settings = chosen.gates.benchmark
     prefect_environment()
     # The server boots while the flow and Prefect are imported; watched_run waits for it.
     with launched_backend(state_dir() / "prefect") as backend:

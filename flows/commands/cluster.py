@@ -74,13 +74,16 @@ def start(
     from flows.cluster.boot.caches import parse_target  # noqa: PLC0415
     from flows.cluster.boot.session import load_session, start_release  # noqa: PLC0415
     from flows.cluster.ops.lock import ClusterLock, lock_settings  # noqa: PLC0415
+    from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
     from flows.spec.launch import render_all  # noqa: PLC0415
     from flows.spec.load import load_model  # noqa: PLC0415
     from flows.spec.release import Release  # noqa: PLC0415
 
     spec = load_cluster(cluster)
-    chosen = load_model(names.release_path(release), Release)
+    release_file = names.release_path(release)
+    chosen = load_model(release_file, Release)
+    check_fits(spec, chosen, release_file, cluster_path(cluster))
     plans = render_all(spec, chosen)
     targets = [target for item in empty_cache or [] for target in parse_target(item, plans)]
     running = load_session(state_dir(), spec.name)

@@ -161,7 +161,7 @@ def calibrate_flow(
         raise BenchError(f"--arms {arms}: a calibration needs at least 2 arms")
     release = load_release(release_file)
     cluster = load_model(cluster_file, Cluster)
-    check_fits(cluster, release)
+    check_fits(cluster, release, release_file, cluster_file)
     check_layers(release_file, release.host, {fact.name for fact in cluster.probes.facts})
     cluster = with_layers_on(cluster, [layer for layer in release.host if not layer.reversible])
     quiet_failed_states()

@@ -93,7 +93,7 @@ def load_inputs(release_file: Path, cluster_file: Path) -> QualificationInputs:
     """Load and check everything a qualification reads from files (SpecError: exit 2)."""
     release = load_release(release_file)
     cluster = load_model(cluster_file, Cluster)
-    check_fits(cluster, release)
+    check_fits(cluster, release, release_file, cluster_file)
     check_layers(release_file, release.host, {fact.name for fact in cluster.probes.facts})
     # layers already on the nodes: preflight and the record expect the layers' facts
     cluster = with_layers_on(cluster, [layer for layer in release.host if not layer.reversible])

@@ -111,7 +111,7 @@ def benchmark_sessions(  # noqa: PLR0917 - a flow's parameters are its command l
     if previous is None:
         raise SystemExit(f"{release_file}: names no previous release; pass --previous")
     cluster = load_model(cluster_file, Cluster)
-    check_fits(cluster, release)
+    check_fits(cluster, release, release_file, cluster_file)
     settings = release.gates.benchmark
     if max_arms is not None:
         settings = settings.model_copy(update={"max_arms": max_arms})

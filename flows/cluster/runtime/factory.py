@@ -17,6 +17,7 @@ from flows.cluster.transport.base import Transport
 from flows.errors import ClusterError, SpecError
 from flows.spec.cluster import Cluster, DockerRuntime, OperatorRuntime
 from flows.spec.launch import LaunchPlan
+from flows.spec.load import located
 from flows.spec.release import Release
 
 
@@ -50,8 +51,20 @@ def runtime_for(
     )
 
 
-def check_fits(cluster: Cluster, release: Release) -> None:
-    """SpecError, before anything starts, when the cluster's runtime cannot run the release.
+def check_fits(cluster: Cluster, release: Release, *files: Path | str) -> None:
+    """SpecError (exit 2), before anything starts, when the cluster's runtime cannot run the
+    release; `files` (the release's and the cluster's) name the file and line that set the key.
+
+    The checks are `_fits`'s.
+    """
+    try:
+        _fits(cluster, release)
+    except SpecError as error:
+        raise located(error, *files) from None
+
+
+def _fits(cluster: Cluster, release: Release) -> None:
+    """SpecError unless the cluster's runtime can run the release.
 
     Image builds (adopted, or made by the operator's command) run only in docker clusters: a
     process cluster installs a wheel built from a source tree. A docker cluster's `run_args` must

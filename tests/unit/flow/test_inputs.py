@@ -43,9 +43,9 @@ def test_the_command_checks_the_fit_once_for_the_plan(
     monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / ".sparkgate"))
     checked: list[str] = []
 
-    def counted(cluster: object, release: object) -> None:
+    def counted(cluster: object, release: object, *files: Path) -> None:
         checked.append(getattr(release, "name", "?"))
-        factory.check_fits(cluster, release)  # type: ignore[arg-type]
+        factory.check_fits(cluster, release, *files)  # type: ignore[arg-type]
 
     monkeypatch.setattr(inputs_module, "check_fits", counted)
     assert main(["qualify", str(R2), "-c", str(LOCAL), "--plan", "--json"]) == 0

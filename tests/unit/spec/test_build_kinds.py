@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.cli import main
 from flows.cluster.build.adopted_image import (
     build_node,
     pinned,
@@ -164,3 +165,27 @@ def test_a_resumed_qualification_boots_the_image_its_command_made_without_runnin
     assert resumed_image(release, {**unfinished, "origin": "source"}) is None
     shipped = load_model(ROOT / "releases" / "r1.yaml", Release)
     assert resumed_image(shipped, unfinished) is None  # a source build is content-addressed
+
+
+@pytest.mark.parametrize(
+    "command", [["qualify", "--plan"], ["cluster", "start"], ["calibrate", "--arms", "2"]]
+)
+def test_each_command_names_the_release_line_that_asks_for_an_image_on_a_process_cluster(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The refusal is the release file's, at the line of its `build.kind`, not `<input>`'s
+    (`cluster start` used to reach the source build and say "a command build has no source
+    tree"; `calibrate` refused inside its flow, exit 1); nothing starts (exit 2)."""
+    monkeypatch.setenv("SPARKGATE_STATE_DIR", str(tmp_path / "state"))
+    r6y = ROOT / "examples" / "spark-ds41f" / "releases" / "r6y.yaml"
+    line = next(
+        n for n, text in enumerate(r6y.read_text().splitlines(), 1) if "kind: command" in text
+    )
+    verb, *options = command
+    argv = [verb, str(r6y), *options] if verb != "cluster" else [*command, str(r6y)]
+    assert main([*argv, "-c", str(ROOT / "config" / "local.yaml")]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"{r6y}:{line}: build.kind: release r6y adopts an image (build.kind command)" in said
+    assert "runs ranks as processes" in said
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.lock"))
