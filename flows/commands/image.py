@@ -43,6 +43,7 @@ def build(
 ) -> None:
     """Build (or adopt) RELEASE's image, load it on every node, verify one image ID."""
     from flows.cluster.build.progress import RichImageProgress  # noqa: PLC0415
+    from flows.cluster.runtime.factory import check_fits  # noqa: PLC0415
     from flows.names import release_path  # noqa: PLC0415
     from flows.spec.load import load_model, located  # noqa: PLC0415
     from flows.spec.release import Release  # noqa: PLC0415
@@ -52,6 +53,7 @@ def build(
     chosen = load_model(release_file, Release)
     try:
         refuse_without_image(spec, cluster_file, chosen)
+        check_fits(spec, chosen, release_file, cluster_file)
         with RichImageProgress(err_console) as progress:
             result = installed_image(spec, chosen, progress)
     except SpecError as error:  # a build's own error knows its key, not the file that set it
@@ -86,13 +88,16 @@ def refuse_without_image(cluster: Cluster, cluster_file: Path, release: Release)
 def installed_image(cluster: Cluster, release: Release, progress: ImageProgress) -> InstalledImage:
     """The cluster's runtime builds (or adopts) the release's image and installs it everywhere."""
     from flows.cluster.build.release_image import ImageBuild, InstalledImage  # noqa: PLC0415
+    from flows.cluster.ops.lock import ClusterLock, lock_settings  # noqa: PLC0415
     from flows.cluster.runtime.factory import runtime_for  # noqa: PLC0415
     from flows.cluster.transport.factory import TransportPool  # noqa: PLC0415
 
     def say(line: str) -> None:
         err_console.print(escape(line))
 
-    with TransportPool(cluster) as pool:
+    # Under the cluster lock, as a qualification's build is: a second build of the same tag on
+    # the head, or a build beside a qualification's boots, would race it.
+    with TransportPool(cluster) as pool, ClusterLock(pool.head, lock_settings(cluster)):
         transports = {node.name: pool.node(node.name) for node in cluster.nodes}
         runtime = runtime_for(cluster, transports, state_dir(), release=release, progress=progress)
         made = runtime.build(release, say)

@@ -69,8 +69,9 @@ def _fits(cluster: Cluster, release: Release) -> None:
     Image builds (adopted, or made by the operator's command) run only in docker clusters: a
     process cluster installs a wheel built from a source tree. A docker cluster's `run_args` must
     all be options the runtime passes on (it refuses the rest rather than drop them), and its
-    mounts must fill (a `{model_revision}` with a release that sets none would mount nothing). A
-    dockerfile build must name a build node the cluster has, and named contexts need buildx.
+    mounts must fill (a `{model_revision}` with a release that sets none would mount nothing). An
+    image build must name a build node the cluster has, and a dockerfile's named contexts need
+    buildx.
     """
     if isinstance(cluster.runtime, DockerRuntime):  # docker, or the operator's launcher
         from flows.cluster.runtime.docker import cluster_mounts  # noqa: PLC0415 - docker SDK
@@ -86,6 +87,10 @@ def _fits(cluster: Cluster, release: Release) -> None:
             from flows.cluster.build.dockerfile import check_buildable  # noqa: PLC0415
 
             check_buildable(cluster, release)
+        elif release.build.makes_image:  # adopted, or made by the operator's command on `on`
+            from flows.cluster.build.adopted_image import build_node  # noqa: PLC0415
+
+            build_node(cluster, release.build)
     elif release.build.makes_image:
         raise SpecError(
             f"release {release.name} adopts an image (build.kind {release.build.kind}), but "

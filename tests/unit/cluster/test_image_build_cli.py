@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -15,9 +15,12 @@ from flows.cli import main
 from flows.cluster.build.distribute import ImageFacts, NodeImage
 from flows.cluster.build.release_image import ImageBuild
 from flows.cluster.build.source_image import BuiltImage
+from flows.cluster.ops import lock
 from flows.cluster.runtime import factory
 from flows.cluster.runtime.base import Build, Installed, NodeInstall
 from flows.lines import LineSink
+from flows.spec.cluster import Cluster
+from flows.spec.load import load_model
 from flows.spec.release import Release
 from tests.support.overlays import release_overlay
 
@@ -29,14 +32,34 @@ IMAGE_ID = "sha256:" + "a" * 64
 NODES = ("spark1", "spark2", "spark3")
 
 
+class FakeLock:
+    """The cluster lock as the command takes it: where (node and path), and whether held."""
+
+    held: ClassVar[list[str]] = []
+    taken: ClassVar[list[str]] = []
+
+    def __init__(self, transport: Any, settings: Any) -> None:
+        self.where = f"{transport.node} {settings.path}"
+
+    def __enter__(self) -> FakeLock:
+        FakeLock.held.append(self.where)
+        FakeLock.taken.append(self.where)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        FakeLock.held.remove(self.where)
+
+
 class FakeRuntime:
-    """What `runtime_for` hands the command: records the release it builds and what it installs."""
+    """What `runtime_for` hands the command: records the release it builds and what it installs
+    (and that the cluster lock is held while it does)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.calls: list[tuple[str, str]] = []
 
     def build(self, release: Release, say: LineSink) -> ImageBuild:
+        assert len(FakeLock.held) == 1, "built without the cluster lock"
         self.calls.append(("build", f"{release.name} {release.build.kind}"))
         say(f"built {TAG} sha256:{'a' * 64} in 3600 s")
         built = BuiltImage(tag=TAG, image_id=IMAGE_ID, source_digest="", reused=True, seconds=3600)
@@ -50,6 +73,7 @@ class FakeRuntime:
     ) -> Installed:
         assert isinstance(build, ImageBuild)
         assert nodes is None
+        assert len(FakeLock.held) == 1, "installed without the cluster lock"
         self.calls.append(("install", build.built.tag))
         copies = [
             NodeInstall(node=node, reused=True, verified=NodeImage(
@@ -79,6 +103,9 @@ def runtimes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[Fake
         return made[-1][0]
 
     monkeypatch.setattr(factory, "runtime_for", runtime_for)
+    monkeypatch.setattr(lock, "ClusterLock", FakeLock)
+    monkeypatch.setattr(FakeLock, "held", [])
+    monkeypatch.setattr(FakeLock, "taken", [])
     return made
 
 
@@ -101,6 +128,21 @@ def test_a_command_build_is_built_and_installed_by_the_clusters_runtime(
     assert [node["facts"]["node"] for node in result["nodes"]] == list(NODES)
     assert set(result["seconds"]) == {"build", "distribute"}
     assert "built " + TAG in captured.err  # what the runtime said is shown
+
+
+def test_the_build_takes_the_cluster_lock_on_the_head(
+    runtimes: list[tuple[FakeRuntime, Any]],
+) -> None:
+    """The lock a qualification takes, held through build and install (FakeRuntime checks):
+    before, `image build` took none, and could build the same tag beside a qualification."""
+    cluster_file = RECIPE / "clusters" / "tp3-triangle.yaml"
+    assert main(["image", "build", str(R6Y), "--cluster", str(cluster_file)]) == 0
+    head = load_model(cluster_file, Cluster).head
+    [where] = FakeLock.taken
+    node, path = where.split(" ", 1)
+    assert node == head.name
+    assert not path.startswith(f"{head.workdir}/")  # outside the recipe's checkout
+    assert FakeLock.held == []  # given back
 
 
 def test_the_table_says_the_image_was_adopted_on_every_node(
