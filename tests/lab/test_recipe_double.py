@@ -304,7 +304,18 @@ def operator_user(docker_lab: LabState) -> Iterator[Path]:
         lab_dir.chmod(0o700)
         shutil.rmtree(home, ignore_errors=True)
         if made:
-            subprocess.run(["userdel", OPERATOR_USER], check=True)
+            _remove_user(OPERATOR_USER)
+
+
+def _remove_user(name: str, timeout: float = 30) -> None:
+    """userdel refuses a user with a live process: sshd's session processes end only just
+    after the client has closed the connection, so wait for them first."""
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["pgrep", "-u", name], capture_output=True, check=False).returncode == 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes of {name} still run after {timeout:g} s")
+        time.sleep(0.2)
+    subprocess.run(["userdel", name], check=True)
 
 
 def test_cold_boots_empty_the_caches_root_wrote_when_the_ssh_user_is_not_root(

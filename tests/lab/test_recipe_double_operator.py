@@ -9,7 +9,9 @@ the head runs the checkout's `bin/spark cluster start --apply --replace`, whose 
 rank arguments last), a stopped container of that name that was there before (production's, on
 the head) was replaced, the engine answers a chat request, the example's status command lists
 every node's container, and `sparkgate cluster stop` stops them through `cluster stop --apply`,
-leaving the stopped containers to the operator.
+leaving the stopped containers to the operator. Before the start, `sparkgate image build`
+adopts the image the checkout's build made and loads it on every node, through the operator
+runtime as a qualification's build and distribute stages do.
 """
 
 from __future__ import annotations
@@ -92,13 +94,22 @@ def test_the_operator_runtime_boots_the_triangle_with_the_launchers_containers(
                 cwd=str(checkout), timeout=900,
             )  # fmt: skip
             assert built.rc == 0, built.stdout + built.stderr[-3000:]
+            # docs/docker-and-lab.md: `image build` adopts it on the head, loads it everywhere.
+            made, said = cli_json(capsys, "image", "build", str(RELEASE), "-c", cluster_file)
+            image = head.images.get(R6X).id
+            assert (made["runtime"], made["origin"], made["verb"]) == (
+                "operator",
+                "image",
+                "adopted",
+            )
+            assert [n["facts"]["image_id"] for n in made["nodes"]] == [image] * len(lab.nodes)
+            assert "same image ID on 3 nodes" in made["summary"], said
             # Production's stopped container of that name, which `--replace` takes over.
             previous = head.containers.create(R6X, ["/models"], name=NAME).id
 
             session, _ = cli_json(capsys, "cluster", "start", str(RELEASE), "-c", cluster_file)
             assert session["runtime"] == "operator"
             assert {h["container"] for h in session["handles"]} == {NAME}
-            image = head.images.get(R6X).id
             for node in lab.nodes:
                 container = clients[node.name].containers.get(NAME)
                 assert container.status == "running", node.name
