@@ -26,12 +26,13 @@ from pydantic import JsonValue
 from flows import __version__
 from flows.bench import workloads as wl
 from flows.bench.capacity import kv_capacity
-from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
+from flows.bench.client import Client, RequestSpec, Scheduled
 from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_TPOT
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
 from flows.bench.session_file import Session, read_session
 from flows.bench.session_replay import replay, salt_for, session_metrics, turn_numbers
+from flows.bench.shards import run_sharded
 from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
