@@ -10,7 +10,7 @@ Timing rules (see reference/serving-benchmarks.md, sections 1 and 5):
 * a request that fails is a receipt with `ok=False`, never an exception.
 The client measures itself on every run: CPU time per chunk, read-to-parsed lag and event-loop
 lateness, so a saturated client shows in the data instead of in the results. A batch can be
-spread over several processes sharing one monotonic start time.
+spread over several processes sharing one monotonic start time (`flows.bench.shards`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -321,9 +320,10 @@ class ShardResult:
     send_lags: list[float]
 
 
-def _run_shard(
+def run_shard(
     base_url: str, items: list[Scheduled], t0: float, timeout_s: float, api_key: str | None
 ) -> ShardResult:
+    """One process's share of a batch, sent from t0 on a loop and session of its own."""
     cpu = time.process_time()
     receipts, rec = asyncio.run(
         run_batch(base_url, items, t0=t0, timeout_s=timeout_s, api_key=api_key)
@@ -361,37 +361,3 @@ def client_stats(shards: Sequence[ShardResult], wall_s: float) -> ClientStats:
         send_lag_p50_ms=_p(send_lags, 50),
         send_lag_p99_ms=_p(send_lags, 99),
     )
-
-
-def run_sharded(
-    base_url: str,
-    items: Sequence[Scheduled],
-    *,
-    processes: int = 1,
-    timeout_s: float = 600.0,
-    api_key: str | None = None,
-    start_delay_s: float = 0.0,
-) -> tuple[list[Receipt], ClientStats]:
-    """Run a batch in this process, or round-robin over `processes` client processes.
-
-    Every process uses the same monotonic start time (CLOCK_MONOTONIC is system-wide), so
-    `sent_s` and due times mean the same in every shard. Receipts come back in item order.
-    """
-    if processes <= 1:
-        wall = time.perf_counter()
-        shard = _run_shard(base_url, list(items), wall + start_delay_s, timeout_s, api_key)
-        return shard.receipts, client_stats([shard], time.perf_counter() - wall)
-    shards = [list(items[i::processes]) for i in range(processes)]
-    with ProcessPoolExecutor(max_workers=processes) as pool:
-        # a start time far enough ahead for every worker process to be up and importing done
-        wall = time.perf_counter()
-        t0 = wall + max(start_delay_s, 2.0)
-        futures = [
-            pool.submit(_run_shard, base_url, shard, t0, timeout_s, api_key) for shard in shards
-        ]
-        results = [f.result() for f in futures]
-    ordered: list[Receipt | None] = [None] * len(items)
-    for index, result in enumerate(results):
-        ordered[index::processes] = result.receipts
-    receipts = [r for r in ordered if r is not None]
-    return receipts, client_stats(results, time.perf_counter() - wall)

@@ -26,12 +26,13 @@ from pydantic import JsonValue
 from flows import __version__
 from flows.bench import workloads as wl
 from flows.bench.capacity import kv_capacity
-from flows.bench.client import Client, RequestSpec, Scheduled, run_sharded
+from flows.bench.client import Client, RequestSpec, Scheduled
 from flows.bench.policy import CLIENT_METRICS, DRAFT_ACCEPTANCE, ENGINE_TPOT
 from flows.bench.prompts import PromptFactory
 from flows.bench.report import ArmReport, ClientStats, Point, Receipt, Sample
 from flows.bench.session_file import Session, read_session
 from flows.bench.session_replay import replay, salt_for, session_metrics, turn_numbers
+from flows.bench.shards import ShardPool
 from flows.engine_api.endpoint import Endpoint
 from flows.engine_api.metrics import SUMMARIES, draft_acceptance, engine_step_times
 from flows.errors import BenchError
@@ -72,6 +73,8 @@ class ArmContext:
     prompts: PromptFactory
     say: LineSink
     http: Client
+    shards: ShardPool
+    """The arm's client processes, started by the first batch sent over more than one."""
     discarded: list[dict[str, JsonValue]] = field(default_factory=list)
     client: list[ClientStats] = field(default_factory=list)
     saturated: int = 0
@@ -114,13 +117,7 @@ class ArmContext:
         """Send a batch: on the arm's client, or over client processes for large batches."""
         processes = min(self.processes, len(items))
         if processes > 1:
-            receipts, stats = run_sharded(
-                self.endpoint.base_url,
-                items,
-                processes=processes,
-                timeout_s=self.suite.client.timeout_s,
-                api_key=self.endpoint.api_key,
-            )
+            receipts, stats = self.shards.run(items, processes)
         else:
             receipts, stats = self.http.run(items)
         self.client.append(stats)
@@ -533,10 +530,12 @@ def run_arm(
         seed=suite.seed,
         nonce=uuid.uuid4().hex[:12],
     )
-    http = Client(endpoint.base_url, timeout_s=suite.client.timeout_s, api_key=endpoint.api_key)
+    timeout_s, api_key = suite.client.timeout_s, endpoint.api_key
+    http = Client(endpoint.base_url, timeout_s=timeout_s, api_key=api_key)
+    shards = ShardPool(endpoint.base_url, timeout_s=timeout_s, api_key=api_key)
     ctx = ArmContext(
         endpoint=endpoint, suite=suite, model=model, prompts=prompts, say=say, http=http,
-        on_sample=on_sample or _no_tick,
+        shards=shards, on_sample=on_sample or _no_tick,
     )  # fmt: skip
     planned_points = plan(ctx)
     ctx.samples_planned = planned_samples(suite, planned_points)
@@ -561,5 +560,6 @@ def run_arm(
             checkpoint(report().model_copy(update={"aborted": str(error)}))
         raise
     finally:
-        http.close()
+        with shards:  # closed even when closing the HTTP client fails
+            http.close()
     return report().model_copy(update={"finished_utc": _now()})

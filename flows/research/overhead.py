@@ -21,8 +21,9 @@ import time
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from flows.bench.client import RequestSpec, Scheduled, run_sharded
+from flows.bench.client import RequestSpec, Scheduled
 from flows.bench.report import ClientStats, Receipt
+from flows.bench.shards import run_sharded
 from flows.ui.console import out_console
 
 _PAD = "x" * 120  # brings a chunk to about vLLM's size

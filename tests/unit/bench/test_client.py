@@ -2,7 +2,8 @@
 
 Pins: receipts for successes and for every failure mode (no exceptions escape), token counts
 from usage, token-id hashing, TTFT vs first content, chunk stamps per read, large chunks, due
-times, and receipts kept in order across client processes.
+times, and receipts kept in order across client processes; client processes kept across
+batches, started together once every one holds its shard, and a stuck or dead one a bench error.
 """
 
 from __future__ import annotations
@@ -10,21 +11,27 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import multiprocessing
+import os
 import socket
+import time
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 
 import pytest
 from aiohttp import web
 
+from flows.bench import shards
 from flows.bench.client import (
     Client,
     Recorder,
     RequestSpec,
     Scheduled,
     run_batch,
-    run_sharded,
 )
 from flows.bench.report import Receipt
+from flows.bench.shards import START_MARGIN_S, ShardPool, run_sharded
+from flows.errors import BenchError
 from tests.support.servers import serving
 
 
@@ -193,3 +200,94 @@ def test_a_client_reuses_its_loop_and_connections_across_batches(server: str) ->
     assert [r.ok for r in second] == [True, True]
     assert stats.processes == 1
     assert stats.chunks >= 1
+
+
+def _echo(n: int) -> list[Scheduled]:
+    return [Scheduled(spec=RequestSpec(body={"prompt": f"echo{i}"})) for i in range(n)]
+
+
+def _digests(n: int) -> list[str]:
+    return [hashlib.sha256(str(i).encode()).hexdigest() for i in range(n)]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_shard_pool_keeps_its_processes_across_batches_and_stops_them_on_close(
+    server: str,
+) -> None:
+    """One set of client processes serves every batch (no pool start per batch); receipts stay
+    in item order whatever the shard sizes; after close none of the processes is left."""
+    pool = ShardPool(server)
+    started: list[tuple[int, ...]] = []
+    with pool:
+        assert pool.pids == []  # nothing started before a batch needs it
+        for n in (6, 5, 4):
+            receipts, stats = pool.run(_echo(n), 2)
+            assert [r.output_sha256 for r in receipts] == _digests(n)
+            assert stats.processes == 2
+            assert pool.last_start is not None
+            started.append(pool.last_start.pids)
+        pids = pool.pids
+    assert started == [tuple(pids)] * 3
+    assert len(set(pids)) == 2
+    assert pool.pids == []
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_a_batch_starts_a_margin_after_the_last_process_is_ready(server: str) -> None:
+    """The common start is set once every process holds its shard, START_MARGIN_S after the
+    release: no fixed guess, and no shard that is still being shipped when the others start."""
+    with ShardPool(server) as pool:
+        receipts, _ = pool.run(_echo(4), 2)
+        grown, _ = pool.run(_echo(6), 3)  # a batch needing one more process starts it
+        start = pool.last_start
+    assert start is not None
+    assert len(start.ready_s) == len(set(start.pids)) == 3
+    assert max(start.ready_s) <= start.released_s
+    assert start.t0 == start.released_s + START_MARGIN_S
+    assert all(r.ok and r.sent_s >= 0 for r in receipts + grown)
+    assert [r.output_sha256 for r in grown] == _digests(6)
+
+
+def _stuck_second_process(conn: Connection) -> list[Scheduled] | None:
+    """Stands in for receiving a shard: the second client process never gets it."""
+    if multiprocessing.current_process().name.endswith("-1"):
+        time.sleep(60)
+    return ORIGINAL_NEXT_SHARD(conn)
+
+
+def _dying_process(conn: Connection) -> list[Scheduled] | None:
+    """Stands in for receiving a shard: the client process dies instead."""
+    os._exit(3)
+
+
+ORIGINAL_NEXT_SHARD = shards._next_shard
+
+
+def test_a_process_that_never_gets_ready_is_a_bench_error_not_a_hang(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch ends when the ready timeout passes, naming the one late process; no request is
+    sent and the pool's processes are stopped (forked processes inherit the patch)."""
+    monkeypatch.setattr(shards, "_next_shard", _stuck_second_process)
+    pool = ShardPool(server, ready_timeout_s=0.5)
+    with pool, pytest.raises(BenchError, match=r"^client process \d+ not ready within 0\.5 s"):
+        pool.run(_echo(4), 2)
+    assert pool.pids == []
+    assert multiprocessing.active_children() == []
+
+
+def test_a_process_that_dies_before_it_is_ready_is_a_bench_error(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead process is reported at once with its exit code, not after the ready timeout."""
+    monkeypatch.setattr(shards, "_next_shard", _dying_process)
+    with ShardPool(server) as pool, pytest.raises(BenchError, match=r"exited \(code 3\)"):
+        pool.run(_echo(2), 2)
+    assert multiprocessing.active_children() == []

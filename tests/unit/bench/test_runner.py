@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+import multiprocessing
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from flows.bench.report import ArmReport, read_arm
+from flows.bench.client import Scheduled
+from flows.bench.report import ArmReport, ClientStats, Receipt, read_arm
 from flows.bench.runner import run_arm
+from flows.bench.shards import ShardPool
 from flows.cli import main
 from flows.engine_api.endpoint import Endpoint
 from flows.errors import BenchError
@@ -312,6 +315,62 @@ def test_an_aborted_arm_keeps_its_finished_workloads(
     assert saved[-1].aborted is not None
     assert "not idle" in saved[-1].aborted
     assert saved[-1].finished_utc is None
+
+
+def _sharded_batches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    """The client process ids of every batch an arm sends over client processes, in order."""
+    seen: list[tuple[int, ...]] = []
+    run = ShardPool.run
+
+    def spy(
+        pool: ShardPool, items: Sequence[Scheduled], processes: int, **kwargs: float
+    ) -> tuple[list[Receipt], ClientStats]:
+        result = run(pool, items, processes, **kwargs)
+        assert pool.last_start is not None
+        seen.append(pool.last_start.pids)
+        return result
+
+    monkeypatch.setattr(ShardPool, "run", spy)
+    return seen
+
+
+SHARDED = {
+    **SUITE,
+    "warmup": 0,
+    "samples": 2,
+    "client": {"processes": 2, "max_processes": 2},
+    "workloads": [SUITE["workloads"][1] | {"concurrency": [2, 3]}],
+}
+
+
+def test_an_arm_sends_every_sharded_batch_on_the_same_client_processes(
+    engine: tuple[FakeEngine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`client.processes: 2` starts two processes once per arm (not a pool per batch), and the
+    arm's end stops them."""
+    _, url = engine
+    seen = _sharded_batches(monkeypatch)
+    arm = run_arm(Endpoint(url, metric_names=NAMES), Suite.model_validate(SHARDED), label="c1")
+    assert all(r.ok for p in arm.points.values() for s in p.samples for r in s.receipts)
+    assert len(seen) == 4  # two points, two samples each
+    assert len(set(seen)) == 1
+    assert len(set(seen[0])) == 2
+    assert multiprocessing.active_children() == []
+
+
+def test_an_arm_that_stops_on_an_error_stops_its_client_processes(
+    engine: tuple[FakeEngine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The arm's client processes are stopped when a sample raises, not left for the next arm."""
+    fake, url = engine
+    fake.busy_after = 4  # the second batch is sent, then the engine never gets idle
+    seen = _sharded_batches(monkeypatch)
+    suite = Suite.model_validate({**SHARDED, "idle": {"timeout_s": 0.3}})
+    with pytest.raises(BenchError, match="not idle"):
+        run_arm(Endpoint(url, metric_names=NAMES), suite, label="c1")
+    assert len(seen) == 2
+    assert seen[0] == seen[1]
+    assert multiprocessing.active_children() == []
 
 
 SAMPLED = {
