@@ -288,7 +288,8 @@ def operator_user(docker_lab: LabState) -> Iterator[Path]:
     traversable for the test's length. Yields a folder the user owns, as its home on a Spark.
     """
     made = subprocess.run(["id", OPERATOR_USER], capture_output=True, check=False).returncode != 0
-    home = Path(docker_lab.lab_dir) / OPERATOR_USER
+    lab_dir = Path(docker_lab.lab_dir)
+    home = lab_dir / OPERATOR_USER
     if made:  # a password of "*", not "!": sshd without PAM refuses a locked account
         subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell",
                         "/bin/sh", "--password", "*", OPERATOR_USER], check=True)  # fmt: skip
@@ -296,7 +297,6 @@ def operator_user(docker_lab: LabState) -> Iterator[Path]:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir()
     os.chown(home, user.pw_uid, user.pw_gid)
-    lab_dir = Path(docker_lab.lab_dir)
     lab_dir.chmod(0o711)
     try:
         yield home
